@@ -1,0 +1,1 @@
+"""pykka actors: lease, journal, budget, planner, provider, and their wiring."""

@@ -1,0 +1,204 @@
+"""JournalActor: the single writer of facts, and the one feed of committed facts.
+
+Writers tell ``Append``; every ``Append`` that arrived before the next
+``_Flush`` is committed in one transaction (group commit: the flush message
+queues behind the appends). After a commit the journal reads the log from
+where it last delivered and feeds subscribers in seq order, so a writer sees
+its own facts in its projection before it gets the ``Appended`` reply (pykka
+delivers one sender's messages in order). The tailer's batches go the same
+way; facts already delivered are skipped by seq.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pykka
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from actors.base import Actor, handles
+from lease.port import ControllerUnavailable
+from messages.base import Model
+from messages.commands import (
+    Append,
+    Appended,
+    CaughtUp,
+    Committed,
+    DemandChanged,
+    HostEvents,
+    Subscribe,
+    Unsubscribe,
+)
+from messages.facts import Fact
+from persistence.port import Changes, Controller
+
+log = logging.getLogger(__name__)
+
+CHUNK = 5_000
+
+
+class _Flush(Model):
+    pass
+
+
+class Feed(Model):
+    changes: Changes
+
+
+@dataclass
+class _Subscriber:
+    ref: Any
+    providers: frozenset[str] | None
+
+    def wants(self, fact: Fact) -> bool:
+        return self.providers is None or not fact.provider or fact.provider in self.providers
+
+
+class JournalActor(Actor):
+    def __init__(
+        self,
+        controller: Controller,
+        on_commit: Callable[[int, float], None] | None = None,
+        max_batch: int = 2_000,
+    ) -> None:
+        super().__init__()
+        self.controller = controller
+        self.on_commit = on_commit
+        self.max_batch = max_batch
+        self.pending: list[Append] = []
+        self.flush_queued = False
+        self.delivered = 0
+        self.subscribers: list[_Subscriber] = []
+
+    def on_start(self) -> None:
+        self.delivered = self.controller.last_seq()
+
+    # --- writing -----------------------------------------------------------------
+
+    @handles(Append)
+    def _append(self, msg: Append) -> None:
+        self.pending.append(msg)
+        if not self.flush_queued:
+            self.flush_queued = True
+            self.actor_ref.tell(_Flush())
+
+    @handles(_Flush)
+    def _flush(self, _: _Flush) -> None:
+        self.flush_queued = False
+        while self.pending:
+            batch, size = [], 0
+            while self.pending and (not batch or size + len(self.pending[0].facts) <= self.max_batch):
+                msg = self.pending.pop(0)
+                batch.append(msg)
+                size += len(msg.facts)
+            self._commit(batch)
+
+    def _commit(self, batch: list[Append]) -> None:
+        facts = [f for msg in batch for f in msg.facts]
+        started = time.perf_counter()
+        try:
+            result = self.controller.append(facts)
+        except ControllerUnavailable as exc:
+            log.error("journal: %d facts not committed: %s", len(facts), exc)
+            for msg in batch:
+                if msg.reply_to is not None:
+                    self._tell(msg.reply_to, Appended(tag=msg.tag, error=str(exc)))
+            return
+        if self.on_commit is not None:
+            self.on_commit(len(result.accepted), time.perf_counter() - started)
+        refused = {r.id: r for r in result.refused}
+        for r in result.refused:
+            log.warning("journal: fact %s refused under lease %s: %s", r.id, r.lease, r.reason)
+        self._catch_up()
+        for msg in batch:
+            if msg.reply_to is None:
+                continue
+            mine = [f.id for f in msg.facts]
+            self._tell(
+                msg.reply_to,
+                Appended(
+                    tag=msg.tag,
+                    accepted=[i for i in mine if i not in refused],
+                    refused=[(i, refused[i].lease, refused[i].reason) for i in mine if i in refused],
+                )
+            )
+
+    # --- feeding -------------------------------------------------------------------
+
+    @handles(Feed)
+    def _feed(self, msg: Feed) -> None:
+        ch = msg.changes
+        if ch.facts:
+            if ch.facts[0].seq is not None and ch.facts[0].seq > self.delivered + 1:
+                self._catch_up()  # never leave a gap: read what lies between
+            self._deliver([f for f in ch.facts if (f.seq or 0) > self.delivered])
+        for sub in list(self.subscribers):
+            if ch.demand is not None:
+                self._tell(sub.ref, DemandChanged(demand=ch.demand))
+            if ch.host_events:
+                self._tell(sub.ref, HostEvents(events=ch.host_events))
+
+    def _catch_up(self) -> None:
+        try:
+            while True:
+                facts = self.controller.read(after=self.delivered, limit=CHUNK)
+                if not facts:
+                    return
+                self._deliver(facts)
+                if len(facts) < CHUNK:
+                    return
+        except ControllerUnavailable as exc:
+            log.error("journal: cannot read the fact log: %s", exc)
+
+    def _deliver(self, facts: list[Fact]) -> None:
+        if not facts:
+            return
+        self.delivered = max(self.delivered, facts[-1].seq or 0)
+        for sub in list(self.subscribers):
+            wanted = [f for f in facts if sub.wants(f)]
+            if wanted:
+                self._tell(sub.ref, Committed(facts=wanted))
+
+    def _tell(self, ref: Any, msg: Any) -> None:
+        """Tell, forgetting a subscriber that stopped without unsubscribing."""
+        try:
+            ref.tell(msg)
+        except pykka.ActorDeadError:
+            self.subscribers = [s for s in self.subscribers if s.ref != ref]
+
+    # --- subscribers -----------------------------------------------------------------
+
+    @handles(Subscribe)
+    def _subscribe(self, msg: Subscribe) -> None:
+        sub = _Subscriber(ref=msg.ref, providers=frozenset(msg.providers) if msg.providers is not None else None)
+        self._catch_up()
+        after = 0
+        try:
+            while after < self.delivered:
+                facts = self.controller.read(after=after, limit=CHUNK)
+                if not facts:
+                    break
+                facts = [f for f in facts if (f.seq or 0) <= self.delivered]
+                wanted = [f for f in facts if sub.wants(f)]
+                if wanted:
+                    sub.ref.tell(Committed(facts=wanted, replay=True))
+                after = facts[-1].seq or after
+                if len(facts) < CHUNK:
+                    break
+            demand = self.controller.get_demand()
+            events = self.controller.read_host_events(after=0)
+        except ControllerUnavailable as exc:
+            log.error("journal: replay for a subscriber failed: %s", exc)
+            demand, events = None, []
+        sub.ref.tell(CaughtUp(seq=self.delivered))
+        if demand is not None:
+            sub.ref.tell(DemandChanged(demand=demand))
+        if events:
+            sub.ref.tell(HostEvents(events=events))
+        self.subscribers.append(sub)
+
+    @handles(Unsubscribe)
+    def _unsubscribe(self, msg: Unsubscribe) -> None:
+        self.subscribers = [s for s in self.subscribers if s.ref != msg.ref]

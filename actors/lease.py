@@ -1,0 +1,154 @@
+"""LeaseActor: holds this daemon's leases and runs an actor for each one it holds.
+
+A provider's actor runs exactly while its lease is held; the planner's while
+the planner lease is held. Losing a lease (refused renewal, a refused write,
+or no successful renewal for longer than the TTL allows) stops that actor at
+once: its ``revoked`` event is set first, so it starts no script and writes
+nothing more even while its stop message is still queued.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from actors.base import Actor, handles
+from actors.planner import PlannerActor
+from actors.provider import ProviderActor
+from actors.pumps import Ticker
+from lease.port import ControllerUnavailable, Lease
+from messages.commands import Append, LeaseRevoked, Tick
+from messages.facts import LeaseChanged, make_fact
+from persistence.port import Controller
+from provisioner.config import Config
+
+log = logging.getLogger(__name__)
+
+PLANNER = "planner"
+
+
+@dataclass
+class _Held:
+    lease: Lease
+    revoked: threading.Event
+    ref: Any
+    renewed_at: float
+
+
+class LeaseActor(Actor):
+    def __init__(
+        self,
+        cfg: Config,
+        controller: Controller,
+        journal: Any,
+        budget: Any,
+        ticker: Ticker,
+        runner_factory: Callable[..., Any],
+        home: Path,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.controller = controller
+        self.journal = journal
+        self.budget = budget
+        self.ticker = ticker
+        self.runner_factory = runner_factory
+        self.home = home
+        self.clock = clock
+        self.monotonic = monotonic
+        self.holder = cfg.instance.id
+        self.held: dict[str, _Held] = {}
+        self.last_round = float("-inf")
+        roles = [f"provider:{p}" for p in cfg.instance.serves]
+        self.roles = ([PLANNER] if cfg.instance.planner else []) + roles
+
+    def on_start(self) -> None:
+        self._round()
+
+    def on_stop(self) -> None:
+        for name in reversed(list(self.held)):
+            self._drop(name, "daemon stopping", release=True)
+
+    @handles(Tick)
+    def _tick(self, msg: Tick) -> None:
+        now = self.monotonic()
+        # Stop acting before the controller could think the lease expired.
+        for name, h in list(self.held.items()):
+            if now - h.renewed_at > self.cfg.lease.ttl - self.cfg.lease.renew_every / 2:
+                self._drop(name, "no successful renewal within the TTL")
+        if now - self.last_round >= self.cfg.lease.renew_every:
+            self._round()
+
+    @handles(LeaseRevoked)
+    def _revoked(self, msg: LeaseRevoked) -> None:
+        if msg.name in self.held:
+            self._drop(msg.name, msg.reason)
+
+    def _round(self) -> None:
+        self.last_round = self.monotonic()
+        ttl = self.cfg.lease.ttl
+        for name in self.roles:
+            started = self.monotonic()
+            try:
+                h = self.held.get(name)
+                if h is not None:
+                    lease = self.controller.leases.renew(h.lease, ttl)
+                    if lease is None:
+                        self._drop(name, "renewal refused: the lease expired or passed to another holder")
+                    else:
+                        h.lease, h.renewed_at = lease, started
+                    continue
+                lease = self.controller.leases.acquire(name, self.holder, ttl)
+            except ControllerUnavailable as exc:
+                log.warning("lease %s: controller unreachable: %s", name, exc)
+                continue
+            if lease is not None:
+                self._start(name, lease, started)
+
+    def _start(self, name: str, lease: Lease, renewed_at: float) -> None:
+        log.info("lease %s acquired with fence %d", name, lease.fence)
+        revoked = threading.Event()
+        self.journal.tell(Append(facts=[make_fact(
+            LeaseChanged(kind="lease_acquired", name=name, holder=self.holder, fence=lease.fence),
+            provider=name.split(":", 1)[1] if name.startswith("provider:") else "",
+            lease=name, fence=lease.fence, now=self.clock())]))
+        if name == PLANNER:
+            ref = PlannerActor.start(lease, revoked, self.journal, self.budget, self.actor_ref,
+                                     self.cfg.policy, clock=self.clock)
+        else:
+            pcfg = self.cfg.provider(name.split(":", 1)[1])
+            assert pcfg is not None, "config validation guarantees served providers exist"
+            ref = ProviderActor.start(
+                pcfg, lease, revoked, self.journal, self.actor_ref, self.controller, self.cfg.policy,
+                self.cfg.resources, self.home / "providers" / pcfg.name, self.runner_factory, clock=self.clock,
+            )
+        self.held[name] = _Held(lease=lease, revoked=revoked, ref=ref, renewed_at=renewed_at)
+        self.ticker.add(ref)
+
+    def _drop(self, name: str, reason: str, release: bool = False) -> None:
+        h = self.held.pop(name, None)
+        if h is None:
+            return
+        h.revoked.set()
+        self.ticker.remove(h.ref)
+        h.ref.stop(block=False)
+        log.warning("lease %s (fence %d) given up: %s", name, h.lease.fence, reason)
+        if release:
+            h.ref.stop(block=True, timeout=10)
+            try:
+                self.controller.leases.release(h.lease)
+            except ControllerUnavailable as exc:
+                log.warning("lease %s: release failed, it will expire: %s", name, exc)
+        # Unfenced: the lease is gone, and this only records that we know it.
+        self.journal.tell(Append(facts=[make_fact(
+            LeaseChanged(kind="lease_lost", name=name, holder=self.holder, fence=h.lease.fence),
+            provider=name.split(":", 1)[1] if name.startswith("provider:") else "", now=self.clock())]))
+
+    def held_leases(self) -> list[Lease]:
+        return [h.lease for h in self.held.values()]

@@ -1,0 +1,566 @@
+"""ProviderActor: the owner's hands on one provider.
+
+It keeps the provider's projection (fed by the journal, in seq order) and,
+after every change and on every tick, reconciles: orders become intent facts,
+committed intents become script calls, script results become facts. Effects
+are driven only by committed facts, so a live run and a restart take the same
+path: an intent found in the log is simply carried out (with its token), as
+the restart rules beside the state machines say.
+
+In-memory state is only what is in flight right now (which script runs for
+which record, which write awaits its reply); losing it loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from actors.base import Actor, handles
+from lease.port import Lease
+from messages.commands import (
+    Append,
+    Appended,
+    CaughtUp,
+    Committed,
+    DemandChanged,
+    HostEvents,
+    LeaseRevoked,
+    ScriptDone,
+    Subscribe,
+    Tick,
+    Unsubscribe,
+)
+from messages.facts import (
+    Fact,
+    GrantChanged,
+    InstanceChanged,
+    InstanceSeen,
+    Payload,
+    ProviderAdmin,
+    ProviderDescribed,
+    RequestChanged,
+    RequestPlanned,
+    ResourceTotalChanged,
+    UsageObserved,
+    make_fact,
+)
+from messages.records import OrderRecord, RequestRecord
+from messages.scripts import Accepted, Holdings, ScriptResult, StatusReport, Usage
+from messages.states import INSTANCE, REQUEST
+from persistence.port import Controller, ResourceTotal
+from persistence.projection import Projection
+from providers.describe import merge_description
+from provisioner.config import PolicyConfig, ProviderConfig, ResourceConfig
+
+log = logging.getLogger(__name__)
+
+#: Script failures after which a request is given up (transient ones are retried until then).
+MAX_ATTEMPTS = 5
+#: Outcomes that mean the provider cannot work until an operator steps in.
+DISABLING = frozenset({"credentials", "config", "spawn_error"})
+#: Instance states from which a return may be planned.
+RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planned" in dsts)
+
+
+def backoff(attempts: int, cap: float, base: float = 1.0) -> float:
+    return min(cap, base * (2 ** max(0, attempts - 1)))
+
+
+class ProviderActor(Actor):
+    def __init__(
+        self,
+        cfg: ProviderConfig,
+        lease: Lease,
+        revoked: threading.Event,
+        journal: Any,
+        lease_actor: Any,
+        controller: Controller,
+        policy: PolicyConfig,
+        resources: list[ResourceConfig],
+        work_dir: Path,
+        runner_factory: Callable[..., Any],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.name = cfg.name
+        self.lease = lease
+        self.revoked = revoked
+        self.journal = journal
+        self.lease_actor = lease_actor
+        self.controller = controller
+        self.policy = policy
+        self.resources = [r for r in resources if r.provider == cfg.name]
+        self.work_dir = work_dir
+        self.runner_factory = runner_factory
+        self.clock = clock
+        self.p = Projection()
+        self.ready = False
+        self.inherited_upto = 0
+        #: key -> since: scripts running and writes awaiting their reply
+        self.busy: dict[str, float] = {}
+        self.last_poll = 0.0
+        self.last_usage = 0.0
+        self.describe_due = 0.0
+        self.describe_failures = 0
+        self.runner: Any = None
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self.runner = self.runner_factory(self.cfg, self.work_dir, self._script_done)
+        self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name]))
+        log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
+
+    def on_stop(self) -> None:
+        self.journal.tell(Unsubscribe(ref=self.actor_ref))
+        if self.runner is not None:
+            self.runner.stop(kill=True)
+        log.info("provider %s: stopped", self.name)
+
+    def _script_done(self, result: ScriptResult, tag: Any) -> None:
+        # Called on a runner thread: hand it to the actor's own thread.
+        if self.actor_ref.is_alive():
+            self.actor_ref.tell(ScriptDone(result=result, tag=tag))
+
+    @property
+    def acting(self) -> bool:
+        return self.ready and not self.revoked.is_set()
+
+    # --- feed ------------------------------------------------------------------------
+
+    @handles(Committed)
+    def _committed(self, msg: Committed) -> None:
+        self.p.apply_all(msg.facts)
+        if self.ready:
+            self._reconcile(self.clock())
+
+    @handles(CaughtUp)
+    def _caught_up(self, msg: CaughtUp) -> None:
+        self.ready = True
+        self.inherited_upto = msg.seq
+        self._reconcile(self.clock())
+
+    @handles(DemandChanged)
+    def _demand(self, _: DemandChanged) -> None:
+        """Demand is the planner's business."""
+
+    @handles(Tick)
+    def _tick(self, msg: Tick) -> None:
+        if self.ready:
+            self._reconcile(msg.now)
+
+    @handles(HostEvents)
+    def _host_events(self, msg: HostEvents) -> None:
+        if not self.acting:
+            return
+        done = self.p.host_event_seq.get(self.name, 0)
+        expected: dict[str, str] = {}
+        payloads: list[Payload] = []
+        for ev in msg.events:
+            if ev.seq is not None and ev.seq <= done:
+                continue
+            inst = self.p.instance_by_name(self.name, ev.name)
+            if inst is None:
+                continue
+            state = expected.get(inst.machine_id, inst.state)
+            steps = [ev.event]
+            if state == "provisioning" and ev.event in ("idle", "busy"):
+                steps = ["joined", ev.event]
+            for step in steps:
+                if step == state or not INSTANCE.allowed(state, step):
+                    continue
+                payloads.append(
+                    InstanceChanged(
+                        kind=f"instance_{step}", machine_id=inst.machine_id, state=step,
+                        reason=f"host event {ev.event}", event_seq=ev.seq,
+                    )
+                )
+                state = step
+            expected[inst.machine_id] = state
+        if payloads:
+            self._write(payloads, tag="host-events")
+
+    # --- writing ---------------------------------------------------------------------
+
+    def _write(self, payloads: list[Payload], tag: str, ids: list[str | None] | None = None) -> None:
+        if self.revoked.is_set():
+            return
+        now = self.clock()
+        facts = [
+            make_fact(
+                p, provider=self.name, lease=self.lease.name, fence=self.lease.fence,
+                fact_id=(ids[i] if ids else None), now=now,
+            )
+            for i, p in enumerate(payloads)
+        ]
+        self.busy[f"write:{tag}"] = now
+        self.journal.tell(Append(facts=facts, reply_to=self.actor_ref, tag=tag))
+
+    @handles(Appended)
+    def _appended(self, msg: Appended) -> None:
+        self.busy.pop(f"write:{msg.tag}", None)
+        if msg.refused:
+            _, lease, reason = msg.refused[0]
+            if lease == self.lease.name and not self.revoked.is_set():
+                log.error("provider %s: writes refused, lease lost: %s", self.name, reason)
+                self.revoked.set()
+                self.lease_actor.tell(LeaseRevoked(name=self.lease.name, reason=reason))
+            return
+        if msg.error:
+            return  # nothing committed; the next reconcile tries again
+        if msg.tag.startswith("total:"):
+            _, resource, base, borrowed = msg.tag.split(":")
+            self._publish_total(resource, int(base), int(borrowed))
+        if self.ready:
+            self._reconcile(self.clock())
+
+    def _publish_total(self, resource: str, base: int, borrowed: int) -> None:
+        try:
+            self.controller.set_resource_total(
+                ResourceTotal(name=resource, base=base, borrowed=borrowed, total=base + borrowed, time=self.clock())
+            )
+        except Exception as exc:  # the fact is the record; the next change republishes
+            log.error("provider %s: could not publish total of %s: %s", self.name, resource, exc)
+
+    # --- reconcile -------------------------------------------------------------------
+
+    def _reconcile(self, now: float) -> None:
+        if not self.acting:
+            return
+        rec = self.p.provider(self.name)
+        if now >= self.describe_due and "describe" not in self.busy:
+            self._run("describe", {}, tag=("describe",), key="describe")
+        for order in list(self.p.orders.values()):
+            if order.provider == self.name:
+                self._take_order(order, rec.status, now)
+        for req in list(self.p.requests.values()):
+            if req.state == "planned":
+                self._carry_out(req, now)
+        self._expire(now)
+        if now - self.last_poll >= self.policy.poll_every and "status" not in self.busy:
+            self._poll(now)
+        if self.cfg.kind == "units" and now - self.last_usage >= self.policy.poll_every:
+            self._usage(now)
+        self._totals()
+
+    def _take_order(self, order: OrderRecord, status: str, now: float) -> None:
+        o = order.order
+        key = f"write:order:{order.id}"
+        if key in self.busy:
+            return
+        reqs = self.p.requests_of(order.id)
+        if any(r.state not in REQUEST.terminal for r in reqs):
+            return
+        if o.action == "request":
+            if reqs or status != "active" or now - order.at > self.policy.request_timeout:
+                return
+            payloads: list[Payload] = [
+                RequestPlanned(
+                    action="request", supply=o.supply, order_id=order.id, item_id=o.item_id,
+                    template=o.template, resource=o.resource, count=o.count,
+                )
+            ]
+            self._write(payloads, tag=f"order:{order.id}", ids=[f"{order.id}.1"])
+            return
+        # A return: (re)plan whatever of it is not back yet, after a pause if the last try failed.
+        if reqs and now - (reqs[-1].history.since(reqs[-1].state) or 0) < self.policy.cooldown / 4:
+            return
+        request_id = f"{order.id}.{len(reqs) + 1}"
+        if o.supply == "hosts":
+            machines = [
+                m for m in o.machines
+                if (inst := self.p.instances.get(f"{self.name}/{m}")) is not None
+                and (inst.state in RETURNABLE and inst.state != "busy"
+                     or inst.state == "return_planned" and not self._active(inst.return_request_id))
+            ]
+            if not machines:
+                return
+            payloads = [RequestPlanned(action="return", supply="hosts", order_id=order.id,
+                                       count=len(machines), machines=machines)]
+            payloads += [
+                InstanceChanged(kind="instance_return_planned", machine_id=m, state="return_planned",
+                                request_id=request_id, reason=o.reason)
+                for m in machines
+            ]
+        else:
+            grants = [
+                g for g in o.grants
+                if (gr := self.p.grants.get(g)) is not None
+                and (gr.state == "granted" or gr.state == "return_planned" and not self._active(gr.return_request_id))
+            ]
+            if not grants:
+                return
+            count = sum(self.p.grants[g].count for g in grants)
+            payloads = [RequestPlanned(action="return", supply="units", order_id=order.id, resource=o.resource,
+                                       count=count, grants=grants)]
+            payloads += [
+                GrantChanged(kind="grant_return_planned", grant_id=g, resource=self.p.grants[g].resource,
+                             state="return_planned", request_id=request_id, count=self.p.grants[g].count)
+                for g in grants
+            ]
+        ids: list[str | None] = [request_id] + [None] * (len(payloads) - 1)
+        self._write(payloads, tag=f"order:{order.id}", ids=ids)
+
+    def _active(self, request_id: str) -> bool:
+        req = self.p.requests.get(request_id)
+        return req is not None and req.state not in REQUEST.terminal
+
+    def _carry_out(self, req: RequestRecord, now: float) -> None:
+        key = f"req:{req.id}"
+        if key in self.busy or f"write:{key}" in self.busy:
+            return
+        inherited = req.seq <= self.inherited_upto
+        if inherited and req.action == "request" and req.attempts == 0 and self.cfg.script.style == "lsf":
+            # Its call may have happened; an LSF script takes no token to dedupe a repeat.
+            self._fail(req, "failed", "unknown outcome after restart: LSF-style scripts take no idempotency "
+                       "token, so the request is not repeated; the orphan search finds what it made", None)
+            return
+        if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, self.policy.backoff_max):
+            return
+        if req.action == "request":
+            doc: dict[str, Any] = {"token": req.id, "count": req.count, "tags": {"provisioner-request": req.id}}
+            doc["template" if req.supply == "hosts" else "resource"] = req.template or req.resource
+        elif req.supply == "hosts":
+            doc = {"token": req.id, "machines": [
+                {"name": self.p.instances[f"{self.name}/{m}"].name, "machineId": m}
+                for m in req.machines if f"{self.name}/{m}" in self.p.instances
+            ]}
+        else:
+            doc = {"token": req.id, "resource": req.resource, "count": req.count, "grants": req.grants}
+        self._run("request" if req.action == "request" else "return", doc, tag=("request", req.id), key=key,
+                  token=req.id)
+
+    def _expire(self, now: float) -> None:
+        for req in list(self.p.requests.values()):
+            if req.state in REQUEST.terminal or f"write:req:{req.id}" in self.busy:
+                continue
+            if now - req.created_at > self.policy.request_timeout and f"req:{req.id}" not in self.busy:
+                self._fail(req, "timed_out", f"not done within request_timeout {self.policy.request_timeout:.0f}s",
+                           None)
+
+    def _fail(self, req: RequestRecord, state: str, reason: str, outcome: str | None) -> None:
+        kind = "request_failed" if state == "failed" else "request_timed_out"
+        payloads: list[Payload] = [RequestChanged(kind=kind, request_id=req.id, state=state, reason=reason,
+                                                  outcome=outcome)]
+        if req.action == "request" and req.supply == "units" and req.id in self.p.grants:
+            g = self.p.grants[req.id]
+            if g.state == "requested":
+                payloads.append(GrantChanged(kind="grant_failed", grant_id=g.id, resource=g.resource,
+                                             state="failed", request_id=req.id, reason=reason))
+        log.warning("provider %s: request %s %s: %s", self.name, req.id, state, reason)
+        self._write(payloads, tag=f"req:{req.id}")
+
+    def _poll(self, now: float) -> None:
+        ids: dict[str, str] = {}
+        for req in self.p.requests.values():
+            if not req.provider_request_id:
+                continue
+            if req.state in ("submitted", "running"):
+                ids[req.provider_request_id] = req.id
+            elif req.action == "request" and req.supply == "hosts" and any(
+                i.request_id == req.id and i.state in ("requested", "provisioning")
+                for i in self._instances_of(req.id)
+            ):
+                ids[req.provider_request_id] = req.id
+        self.last_poll = now
+        if ids:
+            self._run("status", {"requests": [{"requestId": pid} for pid in ids]}, tag=("status", ids),
+                      key="status")
+
+    def _instances_of(self, request_id: str) -> list:
+        return [i for i in self.p.instances.values() if i.request_id == request_id]
+
+    def _usage(self, now: float) -> None:
+        self.last_usage = now
+        for res in self.resources:
+            key = f"usage:{res.name}"
+            if key not in self.busy:
+                self._run("usage", {"resource": res.name}, tag=("usage", res.name), key=key)
+
+    def _totals(self) -> None:
+        for res in self.resources:
+            borrowed = sum(
+                g.count for g in self.p.grants.values()
+                if g.resource == res.name and g.state in ("granted", "return_planned", "returning")
+            )
+            rec = self.p.resources.get(res.name)
+            if rec is not None and rec.borrowed == borrowed and rec.base == res.base:
+                continue
+            if rec is None and borrowed == 0 and res.base == 0:
+                continue
+            tag = f"total:{res.name}:{res.base}:{borrowed}"
+            if f"write:{tag}" in self.busy:
+                continue
+            self._write([ResourceTotalChanged(resource=res.name, base=res.base, borrowed=borrowed,
+                                              total=res.base + borrowed)], tag=tag)
+
+    def _run(self, action: str, doc: dict, tag: tuple, key: str, token: str | None = None) -> None:
+        if not self.acting:
+            return
+        self.busy[key] = self.clock()
+        self.runner.submit(action, doc, token=token, tag=(key,) + tag)
+
+    # --- script results ----------------------------------------------------------------
+
+    @handles(ScriptDone)
+    def _script(self, msg: ScriptDone) -> None:
+        key, kind, *rest = msg.tag
+        self.busy.pop(key, None)
+        result: ScriptResult = msg.result
+        if not self.acting:
+            log.info("provider %s: result of %s after losing the lease ignored", self.name, result.action)
+            return
+        if result.outcome in DISABLING:
+            self._disable(result)
+        if kind == "describe":
+            self._described(result)
+        elif kind == "request":
+            self._requested(rest[0], result)
+        elif kind == "status":
+            self._status(rest[0], result)
+        elif kind == "usage":
+            self._used(rest[0], result)
+
+    def _disable(self, result: ScriptResult) -> None:
+        if self.p.provider(self.name).status != "disabled" and "write:disable" not in self.busy:
+            log.error("provider %s: disabled: %s", self.name, result.reason)
+            self._write([ProviderAdmin(kind="provider_disabled", reason=result.reason)], tag="disable")
+
+    def _described(self, result: ScriptResult) -> None:
+        now = self.clock()
+        if not result.ok:
+            self.describe_failures += 1
+            self.describe_due = now + backoff(self.describe_failures, self.policy.backoff_max, base=5.0)
+            log.warning("provider %s: describe failed: %s", self.name, result.reason)
+            return
+        self.describe_failures = 0
+        self.describe_due = now + 3600.0
+        try:
+            desc = merge_description(self.cfg, result.output)  # type: ignore[arg-type]
+        except ValueError as exc:
+            log.error("provider %s: description unusable: %s", self.name, exc)
+            return
+        if desc != self.p.provider(self.name).description:
+            self._write([ProviderDescribed(description=desc)], tag="describe")
+
+    def _requested(self, request_id: str, result: ScriptResult) -> None:
+        req = self.p.requests.get(request_id)
+        if req is None or req.state != "planned":
+            return
+        if result.ok and isinstance(result.output, Accepted):
+            payloads: list[Payload] = [RequestChanged(kind="request_submitted", request_id=req.id, state="submitted",
+                                                      provider_request_id=result.output.provider_request_id)]
+            if req.action == "return" and req.supply == "hosts":
+                payloads += [InstanceChanged(kind="instance_returning", machine_id=m, state="returning",
+                                             request_id=req.id)
+                             for m in req.machines
+                             if self.p.instances.get(f"{self.name}/{m}") is not None
+                             and self.p.instances[f"{self.name}/{m}"].state == "return_planned"]
+            elif req.action == "return":
+                payloads += [GrantChanged(kind="grant_returning", grant_id=g, resource=self.p.grants[g].resource,
+                                          state="returning", request_id=req.id, count=self.p.grants[g].count)
+                             for g in req.grants if g in self.p.grants
+                             and self.p.grants[g].state == "return_planned"]
+            self._write(payloads, tag=f"req:{req.id}")
+            return
+        retryable = result.outcome in ("transient", "failed", "bad_output") or (
+            result.outcome == "timeout" and (self.cfg.script.style == "v2" or req.action == "return"))
+        if retryable and req.attempts + 1 < MAX_ATTEMPTS:
+            # Same state, one more attempt: the next try repeats the same token.
+            self._write([RequestChanged(kind="request_status", request_id=req.id, state="planned",
+                                        reason=result.reason, outcome=result.outcome)], tag=f"req:{req.id}")
+            return
+        reason = result.reason
+        if result.outcome == "timeout" and not retryable:
+            reason += " (unknown outcome: LSF-style scripts take no token, so it is not repeated; " \
+                      "the orphan search finds what it made)"
+        self._fail(req, "failed", reason, result.outcome)
+
+    def _status(self, ids: dict[str, str], result: ScriptResult) -> None:
+        if not result.ok or not isinstance(result.output, StatusReport):
+            log.warning("provider %s: status failed: %s", self.name, result.reason)
+            return
+        payloads: list[Payload] = []
+        for st in result.output.requests:
+            req = self.p.requests.get(ids.get(st.request_id, ""))
+            if req is None:
+                continue
+            if req.action == "request" and req.supply == "hosts":
+                payloads += self._machines(req, st)
+            elif req.action == "return" and req.supply == "hosts":
+                payloads += self._returned_machines(req, st)
+            elif req.action == "request" and st.status != "running":
+                g = self.p.grants.get(req.id)
+                if g is not None and g.state == "requested":
+                    granted = st.granted or 0
+                    if granted > 0:
+                        payloads.append(GrantChanged(kind="grant_granted", grant_id=g.id, resource=g.resource,
+                                                     state="granted", count=granted, request_id=req.id))
+                    else:
+                        payloads.append(GrantChanged(kind="grant_failed", grant_id=g.id, resource=g.resource,
+                                                     state="failed", request_id=req.id, reason=st.message))
+            elif req.action == "return" and st.status == "complete":
+                payloads += [GrantChanged(kind="grant_returned", grant_id=g, resource=self.p.grants[g].resource,
+                                          state="returned", request_id=req.id, count=self.p.grants[g].count)
+                             for g in req.grants if g in self.p.grants
+                             and self.p.grants[g].state == "returning"]
+            if req.state in REQUEST.terminal:
+                continue
+            if st.status == "running" and req.state == "submitted":
+                payloads.append(RequestChanged(kind="request_status", request_id=req.id, state="running",
+                                               reason=st.message))
+            elif st.status in ("complete", "complete_with_error"):
+                payloads.append(RequestChanged(kind="request_completed", request_id=req.id, state=st.status,
+                                               reason=st.message))
+        if payloads:
+            self._write(payloads, tag="status")
+
+    def _machines(self, req: RequestRecord, st: Any) -> list[Payload]:
+        out: list[Payload] = []
+        for m in st.machines:
+            state = {"executing": "provisioning", "succeed": "running", "fail": "failed"}[m.result]
+            inst = self.p.instances.get(f"{self.name}/{m.machine_id}")
+            if inst is None:
+                out.append(InstanceSeen(machine_id=m.machine_id, name=m.name or m.machine_id, request_id=req.id,
+                                        template=m.template or req.template, state=state,
+                                        launched_at=m.launched_at, private_ip=m.private_ip))
+            elif inst.state != state and INSTANCE.allowed(inst.state, state) and inst.state in (
+                    "requested", "provisioning"):
+                out.append(InstanceChanged(kind=f"instance_{state}", machine_id=m.machine_id, state=state,
+                                           request_id=req.id, reason=m.message))
+        return out
+
+    def _returned_machines(self, req: RequestRecord, st: Any) -> list[Payload]:
+        out: list[Payload] = []
+        results = {m.machine_id: m for m in st.machines}
+        for machine_id in req.machines:
+            inst = self.p.instances.get(f"{self.name}/{machine_id}")
+            if inst is None or inst.state != "returning":
+                continue
+            m = results.get(machine_id)
+            if (m is not None and m.result == "succeed") or (m is None and st.status == "complete"):
+                out.append(InstanceChanged(kind="instance_returned", machine_id=machine_id, state="returned",
+                                           request_id=req.id))
+            elif (m is not None and m.result == "fail") or st.status == "complete_with_error":
+                out.append(InstanceChanged(kind="instance_return_planned", machine_id=machine_id,
+                                           state="return_planned", request_id=req.id,
+                                           reason=(m.message if m else st.message) or "return failed"))
+        return out
+
+    def _used(self, resource: str, result: ScriptResult) -> None:
+        if not result.ok or not isinstance(result.output, Usage):
+            if result.outcome != "ok":
+                log.warning("provider %s: usage failed: %s", self.name, result.reason)
+            return
+        rec = self.p.resources.get(resource)
+        if rec is None or rec.in_use != result.output.in_use:
+            self._write([UsageObserved(resource=resource, in_use=result.output.in_use, total=result.output.total)],
+                        tag=f"usage:{resource}")
+
+
+__all__ = ["ProviderActor", "Holdings", "Fact"]

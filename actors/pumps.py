@@ -1,0 +1,98 @@
+"""Two plain threads that turn time and the controller's changes into messages.
+
+They are the only loops that wait; actors never block, they get told.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from lease.port import ControllerUnavailable
+from messages.commands import Tick
+from persistence.port import Controller, Cursor
+
+log = logging.getLogger(__name__)
+
+
+class Ticker:
+    """Tells every registered actor ``Tick(now)`` every ``period`` seconds."""
+
+    def __init__(self, period: float, clock: Callable[[], float] = time.time) -> None:
+        self.period = period
+        self.clock = clock
+        self._refs: list[Any] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ticker", daemon=True)
+
+    def add(self, ref: Any) -> None:
+        with self._lock:
+            self._refs.append(ref)
+
+    def remove(self, ref: Any) -> None:
+        with self._lock:
+            if ref in self._refs:
+                self._refs.remove(ref)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def tick(self) -> None:
+        """One round; also what tests call to drive time by hand."""
+        now = self.clock()
+        with self._lock:
+            refs = list(self._refs)
+        for ref in refs:
+            if ref.is_alive():
+                ref.tell(Tick(now=now))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.tick()
+
+
+class Tailer:
+    """Follows the controller's changes and hands each batch to the journal."""
+
+    def __init__(self, controller: Controller, on_changes: Callable[[Any], None], cursor: Cursor) -> None:
+        self.controller = controller
+        self.on_changes = on_changes
+        self.cursor = cursor
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tailer", daemon=True)
+        self.healthy = True
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                changes = self.controller.changes(self.cursor, timeout=0.25)
+            except ControllerUnavailable as exc:
+                if self.healthy:
+                    log.error("controller unreachable, retrying: %s", exc)
+                self.healthy = False
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if not self.healthy:
+                log.info("controller reachable again")
+            self.healthy, backoff = True, 0.1
+            if changes.cursor != self.cursor:
+                self.cursor = changes.cursor
+                self.on_changes(changes)

@@ -1,0 +1,59 @@
+"""The ownership-lease port.
+
+A lease names one role ("provider:aws-east", "planner"), one holder (a daemon
+instance id) and a fencing token, ``fence``, that only ever grows: every new
+grant of the lease to anyone gets a larger fence than any grant before it,
+even after a release or an expiry. Facts are written under a fence and the
+fact store rejects them once that fence is no longer current, so a paused or
+partitioned former owner can never overwrite its successor.
+
+Backends keep leases outside the fact log (see docs/architecture.md): the
+fence in each fact is enough to start new epochs above any fence ever used.
+
+Methods return results instead of raising for the expected outcomes (held by
+someone else, lost); they raise only ``ControllerUnavailable`` when the
+controller cannot be reached at all.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from messages.base import Model
+
+
+class ControllerUnavailable(RuntimeError):
+    """The controller could not be reached or did not answer in time."""
+
+
+class Lease(Model):
+    name: str
+    holder: str
+    fence: int
+    #: Controller clock (epoch seconds) after which the lease is void unless renewed.
+    expires_at: float
+
+
+class LeasePort(Protocol):
+    def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        """Grant ``name`` to ``holder`` if it is free or expired; None if another holds it.
+
+        Asking again while holding it renews it (same fence). A new grant gets a
+        fence larger than every earlier grant of that name.
+        """
+
+    def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        """Extend a lease still held under the same fence; None if it expired or was lost.
+
+        An expired lease is never revived: its holder must acquire again and
+        gets a new fence, because facts under the old one were already refused.
+        """
+
+    def release(self, lease: Lease) -> bool:
+        """Give the lease up now (keeps its fence history); False if it was not held."""
+
+    def get(self, name: str) -> Lease | None:
+        """The current, unexpired grant of ``name``, if any."""
+
+    def all(self) -> list[Lease]:
+        """Every current, unexpired grant."""

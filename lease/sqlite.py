@@ -1,0 +1,242 @@
+"""Ownership leases in an SQLite file, and the connection handling the SQLite controller shares.
+
+Several daemon processes on one host share the file. SQLite serialises writers,
+so every check-then-write (acquire, renew, a fenced append) runs inside one
+``BEGIN IMMEDIATE`` transaction: the write lock is taken before anything is
+read, and the controller clock is read only after the lock is held, so no two
+processes can both believe they were granted the same lease.
+
+The lease table keeps one row per name forever. Releasing or expiring a lease
+leaves its fence in the row, so the next grant, to anyone, gets a higher one.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+from lease.port import ControllerUnavailable, Lease
+
+Clock = Callable[[], float]
+
+_LEASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,      -- '' once released
+    fence      INTEGER NOT NULL,   -- only grows, kept across release and expiry
+    expires_at REAL NOT NULL       -- controller clock
+)
+"""
+
+
+class SqliteDatabase:
+    """One SQLite file used from several threads: one connection per thread.
+
+    Actors call the controller from their own threads; an sqlite3 connection
+    must not be shared between threads in the middle of a transaction, so each
+    thread gets its own. Every sqlite3 failure (locked past the busy timeout, a
+    missing directory, an unwritable or corrupt file) becomes
+    ``ControllerUnavailable`` naming the file.
+    """
+
+    def __init__(self, path: str, busy_timeout: float = 5.0) -> None:
+        self.path = path
+        self._busy_ms = max(0, int(busy_timeout * 1000))
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._closed = False
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if self._closed:
+            raise ControllerUnavailable(f"controller database {self.path} is closed")
+        if conn is None:
+            with self.unavailable():
+                conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: transactions are begun explicitly, so a write
+        # can start with BEGIN IMMEDIATE instead of the module's implicit BEGIN.
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_ms / 1000, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ControllerUnavailable(
+                    f"controller database {self.path}: cannot use WAL journal mode (got {mode!r})"
+                )
+            conn.execute("PRAGMA synchronous = FULL")
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise ControllerUnavailable(f"controller database {self.path} is closed")
+            self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def unavailable(self) -> Iterator[None]:
+        """Turn sqlite3 failures into ``ControllerUnavailable`` naming the file."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise ControllerUnavailable(f"controller database {self.path}: {exc}") from exc
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding the database's write lock from its start."""
+        conn = self.connection()
+        with self.unavailable():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            finally:
+                # Reached with an open transaction only when the body or COMMIT failed.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: all its queries see the same snapshot."""
+        conn = self.connection()
+        with self.unavailable():
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
+
+
+class SqliteLeases:
+    """``LeasePort`` on an ``SqliteDatabase``; expiry is judged by the controller's clock."""
+
+    def __init__(self, db: SqliteDatabase, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+        with db.write() as conn:
+            conn.execute(_LEASE_SCHEMA)
+
+    def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        _check_name(name, "lease name")
+        _check_name(holder, "lease holder")
+        _check_ttl(ttl)
+        with self._db.write() as conn:
+            now = self._clock()
+            row = conn.execute(
+                "SELECT holder, fence, expires_at FROM leases WHERE name = ?", (name,)
+            ).fetchone()
+            if row is not None and _held(row[0], row[2], now):
+                if row[0] != holder:
+                    return None
+                fence = row[1]
+            else:
+                fence = (row[1] if row is not None else 0) + 1
+            conn.execute(
+                "INSERT INTO leases (name, holder, fence, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET"
+                " holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at",
+                (name, holder, fence, now + ttl),
+            )
+            return Lease(name=name, holder=holder, fence=fence, expires_at=now + ttl)
+
+    def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        _check_ttl(ttl)
+        with self._db.write() as conn:
+            now = self._clock()
+            changed = conn.execute(
+                "UPDATE leases SET expires_at = ?"
+                " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ?",
+                (now + ttl, lease.name, lease.holder, lease.fence, now),
+            ).rowcount
+            if not changed:
+                return None
+            return lease.model_copy(update={"expires_at": now + ttl})
+
+    def release(self, lease: Lease) -> bool:
+        with self._db.write() as conn:
+            now = self._clock()
+            return bool(
+                conn.execute(
+                    "UPDATE leases SET holder = '', expires_at = 0"
+                    " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ?",
+                    (lease.name, lease.holder, lease.fence, now),
+                ).rowcount
+            )
+
+    def get(self, name: str) -> Lease | None:
+        with self._db.read() as conn:
+            now = self._clock()
+            row = conn.execute(
+                "SELECT name, holder, fence, expires_at FROM leases"
+                " WHERE name = ? AND holder != '' AND expires_at > ?",
+                (name, now),
+            ).fetchone()
+        return _lease(row) if row is not None else None
+
+    def all(self) -> list[Lease]:
+        with self._db.read() as conn:
+            now = self._clock()
+            rows = conn.execute(
+                "SELECT name, holder, fence, expires_at FROM leases"
+                " WHERE holder != '' AND expires_at > ? ORDER BY name",
+                (now,),
+            ).fetchall()
+        return [_lease(row) for row in rows]
+
+    def refusal(self, conn: sqlite3.Connection, name: str, fence: int, now: float) -> str | None:
+        """Why a write under ``name`` at ``fence`` must be refused now, or None if it may go in.
+
+        Called inside the caller's write transaction so the check and the write
+        are one atomic step.
+        """
+        row = conn.execute(
+            "SELECT holder, fence, expires_at FROM leases WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            return f"no such lease {name}"
+        holder, current, expires_at = row
+        if current != fence:
+            state = "is held" if _held(holder, expires_at, now) else "has moved on"
+            return f"lease {name} {state} under fence {current}, fact has {fence}"
+        if not holder:
+            return f"lease {name} was released (fence {fence})"
+        if expires_at <= now:
+            return f"lease {name} expired (fence {fence})"
+        return None
+
+
+def _held(holder: str, expires_at: float, now: float) -> bool:
+    return bool(holder) and expires_at > now
+
+
+def _lease(row: tuple[str, str, int, float]) -> Lease:
+    return Lease(name=row[0], holder=row[1], fence=row[2], expires_at=row[3])
+
+
+def _check_name(value: str, what: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+
+
+def _check_ttl(ttl: float) -> None:
+    if not (0 < ttl < math.inf):
+        raise ValueError(f"lease ttl must be a positive number of seconds, got {ttl!r}")

@@ -1,0 +1,48 @@
+"""The base of every message: frozen, strict, encoded with orjson.
+
+Frozen models can be handed between actor threads without copies; ``extra="forbid"``
+turns a misspelt field into an error that names it instead of a silent default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+M = TypeVar("M", bound="Model")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json", exclude_none=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+    @classmethod
+    def from_json(cls: type[M], data: bytes | str) -> M:
+        return cls.model_validate(orjson.loads(data))
+
+
+class Lenient(BaseModel):
+    """For documents written by others (provider scripts): unknown keys are ignored.
+
+    The LSF contract's documents carry many keys we never use (``instanceTags``,
+    ``pgrpName``, ``vmTypes`` ...); rejecting them would break scripts that work.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+
+def dumps(obj: Any) -> bytes:
+    if isinstance(obj, BaseModel):
+        return orjson.dumps(obj.model_dump(mode="json", exclude_none=True))
+    return orjson.dumps(obj)
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)

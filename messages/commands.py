@@ -1,0 +1,91 @@
+"""Messages between actors. Actor references ride along as opaque values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from messages.base import Model
+from messages.demand import DemandSnapshot, HostEvent
+from messages.facts import Fact, Order
+
+
+class ActorMessage(Model):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class Append(ActorMessage):
+    """Ask the journal to commit facts; the reply (``Appended``) goes to ``reply_to``."""
+
+    facts: list[Fact]
+    reply_to: Any = None
+    tag: str = ""
+
+
+class Appended(ActorMessage):
+    tag: str = ""
+    accepted: list[str] = Field(default_factory=list)
+    #: (fact id, lease, reason)
+    refused: list[tuple[str, str, str]] = Field(default_factory=list)
+    #: The controller could not be reached; nothing was committed.
+    error: str = ""
+
+
+class Subscribe(ActorMessage):
+    """Replay every committed fact to ``ref``, then keep it fed (``Committed`` etc.)."""
+
+    ref: Any
+    #: Only facts of these providers (plus global facts); None for all.
+    providers: list[str] | None = None
+
+
+class Unsubscribe(ActorMessage):
+    ref: Any
+
+
+class Committed(ActorMessage):
+    facts: list[Fact]
+    #: True while a new subscriber is being caught up with history.
+    replay: bool = False
+
+
+class CaughtUp(ActorMessage):
+    """History replay is done; what follows is live."""
+
+    seq: int
+
+
+class DemandChanged(ActorMessage):
+    demand: DemandSnapshot
+
+
+class HostEvents(ActorMessage):
+    events: list[HostEvent]
+
+
+class Tick(ActorMessage):
+    now: float
+
+
+class ScriptDone(ActorMessage):
+    result: Any
+    tag: Any = None
+
+
+class Review(ActorMessage):
+    """Planner to budget: may these orders go out? Answered with ``Reviewed``."""
+
+    orders: list[tuple[str, Order]]
+    reply_to: Any
+
+
+class Reviewed(ActorMessage):
+    orders: list[tuple[str, Order]]
+    #: (limit, detail) for every clamp.
+    clamps: list[tuple[str, str]] = Field(default_factory=list)
+
+
+class LeaseRevoked(ActorMessage):
+    name: str
+    reason: str

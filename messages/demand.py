@@ -1,0 +1,92 @@
+"""Demand snapshots and host events, as the controller pushes them (DESIGN §6)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from messages.base import Model
+
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")]
+
+#: A selector value: ``>=8``, ``<=4096``, ``>2``, ``<2``, ``=X86_64`` or a bare value (equality).
+SELECT_RE = re.compile(r"^(>=|<=|>|<|=)?\s*(.+)$")
+
+
+class HostItem(Model):
+    """Hosts wanted: by template id, or by selectors on template attributes."""
+
+    id: Name
+    kind: Literal["hosts"] = "hosts"
+    count: int = Field(ge=0, le=1_000_000)
+    template: Name | None = None
+    select: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("select", mode="before")
+    @classmethod
+    def _stringify(cls, value: object) -> object:
+        # YAML and JSON give numbers for ``ncpus: 8``; a selector is text.
+        if isinstance(value, dict):
+            return {str(k): str(v) for k, v in value.items()}
+        return value
+
+    @field_validator("select")
+    @classmethod
+    def _check_select(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, expr in value.items():
+            op, operand = SELECT_RE.match(expr.strip()).groups()  # type: ignore[union-attr]
+            if op in (">=", "<=", ">", "<"):
+                try:
+                    float(operand)
+                except ValueError:
+                    raise ValueError(f"select.{key}: {op} needs a number, got {operand!r}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_way(self) -> "HostItem":
+        if self.template and self.select:
+            raise ValueError("give either template or select, not both")
+        return self
+
+
+class UnitItem(Model):
+    """Units of a countable resource (license tokens) wanted."""
+
+    id: Name
+    kind: Literal["units"] = "units"
+    count: int = Field(ge=0, le=1_000_000_000)
+    resource: Name
+
+
+DemandItem = Annotated[Union[HostItem, UnitItem], Field(discriminator="kind")]
+
+
+class DemandSnapshot(Model):
+    """The scheduler's unmet need now. A snapshot replaces the previous one."""
+
+    seq: int = Field(default=0, ge=0)
+    items: list[DemandItem] = Field(default_factory=list)
+    time: float | None = None
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> "DemandSnapshot":
+        seen: set[str] = set()
+        for item in self.items:
+            if item.id in seen:
+                raise ValueError(f"items: duplicate id {item.id!r}")
+            seen.add(item.id)
+        return self
+
+
+HostEventKind = Literal["joined", "idle", "busy"]
+
+
+class HostEvent(Model):
+    """A host joined the cluster, went idle or became busy; ``name`` as the provider reported it."""
+
+    seq: int | None = None
+    name: Name
+    event: HostEventKind
+    time: float

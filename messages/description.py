@@ -1,0 +1,71 @@
+"""How a provider describes itself: what it offers, at what cost and pace."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from messages.base import Model
+
+SupplyKind = Literal["hosts", "units"]
+AttrValue = str | float | bool
+
+
+class Template(Model):
+    """One kind of host a provider can start (an LSF template)."""
+
+    id: str = Field(min_length=1)
+    max_number: int = Field(ge=0)
+    attributes: dict[str, AttrValue] = Field(default_factory=dict)
+    #: Refines the provider's priority; higher is preferred.
+    priority: int | None = None
+    cost_per_hour: float | None = Field(default=None, ge=0)
+    zone: str | None = None
+
+
+class Pool(Model):
+    """A countable resource a units provider lends (license tokens of one feature)."""
+
+    resource: str = Field(min_length=1)
+    capacity: int = Field(ge=0)
+    cost_per_unit_hour: float | None = Field(default=None, ge=0)
+
+
+class ProviderDescription(Model):
+    """What policy needs to know of a provider, merged from its ``describe`` and the config."""
+
+    name: str
+    kind: SupplyKind
+    priority: int = 0
+    #: Default price of a host-hour (hosts) or unit-hour (units) when a template/pool has none.
+    cost_per_hour: float = Field(default=0.0, ge=0)
+    lead_time_s: float = Field(default=0.0, ge=0)
+    min_request: int = Field(default=1, ge=1)
+    step: int = Field(default=1, ge=1)
+    min_hold_s: float = Field(default=0.0, ge=0)
+    #: Overall cap on hosts or units held at once; None means the sum of templates/pools.
+    capacity: int | None = Field(default=None, ge=0)
+    region: str | None = None
+    zone: str | None = None
+    attributes: dict[str, AttrValue] = Field(default_factory=dict)
+    templates: list[Template] = Field(default_factory=list)
+    pools: list[Pool] = Field(default_factory=list)
+
+    def template(self, template_id: str) -> Template | None:
+        return next((t for t in self.templates if t.id == template_id), None)
+
+    def pool(self, resource: str) -> Pool | None:
+        return next((p for p in self.pools if p.resource == resource), None)
+
+    def price(self, template_or_resource: str | None) -> float:
+        """Cost of one host-hour of a template, or one unit-hour of a resource."""
+        if self.kind == "hosts" and template_or_resource:
+            t = self.template(template_or_resource)
+            if t is not None and t.cost_per_hour is not None:
+                return t.cost_per_hour
+        if self.kind == "units" and template_or_resource:
+            p = self.pool(template_or_resource)
+            if p is not None and p.cost_per_unit_hour is not None:
+                return p.cost_per_unit_hour
+        return self.cost_per_hour

@@ -1,0 +1,264 @@
+"""Facts: the append-only record of everything that happened (DESIGN §5).
+
+State after a restart is a replay of these, so each payload carries what a
+projection needs and nothing secret. A payload's ``kind`` is its discriminator;
+several related kinds share one model where their shape is the same.
+
+The envelope's ``lease`` names the lease the writer held and ``fence`` that
+lease's epoch; the store rejects the fact atomically when the epoch is no
+longer current. ``lease == ""`` marks an unfenced input (an operator's
+request), which only ever asks an owner to act and never acts itself.
+"""
+
+from __future__ import annotations
+
+import time as _time
+import uuid
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from messages.base import Model
+from messages.description import ProviderDescription, SupplyKind
+
+SCHEMA_VERSION = 1
+
+
+def new_id(prefix: str) -> str:
+    """A unique, ASCII, sortable-enough id; used as idempotency token for intents."""
+    return f"{prefix}-{uuid.uuid4().hex[:20]}"
+
+
+# --- provider and leases ---------------------------------------------------
+
+
+class ProviderDescribed(Model):
+    kind: Literal["provider_described"] = "provider_described"
+    description: ProviderDescription
+
+
+class ProviderAdmin(Model):
+    """An operator's steer of a provider; ``disabled`` comes from the daemon (exit 77/78)."""
+
+    kind: Literal["provider_paused", "provider_resumed", "provider_drained", "provider_disabled"]
+    reason: str = ""
+
+
+class LeaseChanged(Model):
+    kind: Literal["lease_acquired", "lease_lost"]
+    name: str
+    holder: str
+    fence: int
+
+
+# --- planning ---------------------------------------------------------------
+
+
+class Order(Model):
+    """The planner's instruction to a provider's owner: get or give back supply."""
+
+    kind: Literal["order"] = "order"
+    action: Literal["request", "return"]
+    supply: SupplyKind
+    item_id: str = ""
+    template: str | None = None
+    resource: str | None = None
+    count: int = Field(default=0, ge=0)
+    machines: list[str] = Field(default_factory=list)
+    grants: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
+class Chosen(Model):
+    provider: str
+    template: str | None = None
+    resource: str | None = None
+    count: int
+
+
+class Rejected(Model):
+    provider: str
+    reason: str
+
+
+class Decision(Model):
+    kind: Literal["decision"] = "decision"
+    item: str
+    #: The demand snapshot this decision answered.
+    demand_seq: int = 0
+    need: int = 0
+    in_flight: int = 0
+    chosen: list[Chosen] = Field(default_factory=list)
+    rejected: list[Rejected] = Field(default_factory=list)
+    note: str = ""
+
+
+class BudgetEvent(Model):
+    kind: Literal["budget_event"] = "budget_event"
+    limit: str
+    detail: str
+
+
+# --- requests (both directions: getting supply and giving it back) ----------
+
+
+class RequestPlanned(Model):
+    """The intent fact. Its fact id is the request id and the script's idempotency token."""
+
+    kind: Literal["request_planned"] = "request_planned"
+    action: Literal["request", "return"]
+    supply: SupplyKind
+    order_id: str = ""
+    item_id: str = ""
+    template: str | None = None
+    resource: str | None = None
+    count: int = Field(default=0, ge=0)
+    machines: list[str] = Field(default_factory=list)
+    grants: list[str] = Field(default_factory=list)
+
+
+class RequestChanged(Model):
+    kind: Literal[
+        "request_submitted",
+        "request_status",
+        "request_completed",
+        "request_failed",
+        "request_timed_out",
+    ]
+    request_id: str
+    state: str
+    provider_request_id: str | None = None
+    reason: str = ""
+    #: Exit-code class of the script failure that caused it (transient, capacity, ...).
+    outcome: str | None = None
+
+
+# --- host instances -----------------------------------------------------------
+
+
+class InstanceSeen(Model):
+    kind: Literal["instance_seen"] = "instance_seen"
+    machine_id: str
+    name: str
+    request_id: str = ""
+    template: str | None = None
+    state: str = "provisioning"
+    launched_at: float | None = None
+    private_ip: str | None = None
+
+
+class InstanceChanged(Model):
+    kind: Literal[
+        "instance_provisioning",
+        "instance_running",
+        "instance_joined",
+        "instance_idle",
+        "instance_busy",
+        "instance_return_planned",
+        "instance_returning",
+        "instance_returned",
+        "instance_failed",
+        "instance_orphan_found",
+        "instance_lost",
+    ]
+    machine_id: str
+    state: str
+    request_id: str = ""
+    reason: str = ""
+    #: Seq of the host event that caused it, so a new owner skips events already applied.
+    event_seq: int | None = None
+
+
+# --- unit grants --------------------------------------------------------------
+
+
+class GrantChanged(Model):
+    """A grant is the supply one units request obtained; its id is that request's id.
+
+    There is no separate "grant requested" fact: the units request's
+    ``request_planned`` fact is the grant's request and creates its record.
+    """
+
+    kind: Literal[
+        "grant_granted",
+        "grant_return_planned",
+        "grant_returning",
+        "grant_returned",
+        "grant_failed",
+    ]
+    grant_id: str
+    resource: str
+    state: str
+    count: int = Field(default=0, ge=0)
+    request_id: str = ""
+    reason: str = ""
+
+
+class UsageObserved(Model):
+    kind: Literal["usage_observed"] = "usage_observed"
+    resource: str
+    in_use: int = Field(ge=0)
+    total: int | None = Field(default=None, ge=0)
+
+
+class ResourceTotalChanged(Model):
+    kind: Literal["resource_total_changed"] = "resource_total_changed"
+    resource: str
+    base: int
+    borrowed: int
+    total: int
+
+
+Payload = Annotated[
+    Union[
+        ProviderDescribed,
+        ProviderAdmin,
+        LeaseChanged,
+        Order,
+        Decision,
+        BudgetEvent,
+        RequestPlanned,
+        RequestChanged,
+        InstanceSeen,
+        InstanceChanged,
+        GrantChanged,
+        UsageObserved,
+        ResourceTotalChanged,
+    ],
+    Field(discriminator="kind"),
+]
+
+
+class Fact(Model):
+    seq: int | None = None
+    id: str = Field(min_length=1, max_length=100, pattern=r"^[\x21-\x7e]+$")
+    time: float
+    provider: str = ""
+    lease: str = ""
+    fence: int = Field(default=0, ge=0)
+    v: int = SCHEMA_VERSION
+    payload: Payload
+
+    @property
+    def kind(self) -> str:
+        return self.payload.kind
+
+
+def make_fact(
+    payload: Payload,
+    *,
+    provider: str = "",
+    lease: str = "",
+    fence: int = 0,
+    fact_id: str | None = None,
+    now: float | None = None,
+) -> Fact:
+    """A fact ready to append; the store assigns ``seq``."""
+    return Fact(
+        id=fact_id or new_id(payload.kind.split("_")[0]),
+        time=_time.time() if now is None else now,
+        provider=provider,
+        lease=lease,
+        fence=fence,
+        payload=payload,
+    )

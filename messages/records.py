@@ -1,0 +1,127 @@
+"""What the facts add up to: one record per provider, order, request, instance, grant.
+
+These are plain mutable records owned by one projection (one actor's thread);
+they are data only, so the pure ``policy`` package can read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from messages.description import ProviderDescription
+from messages.facts import Decision, Order
+from messages.states import History
+
+
+@dataclass
+class ProviderRecord:
+    name: str
+    description: ProviderDescription | None = None
+    #: active, paused, drained or disabled (by exit 77/78 or config).
+    status: str = "active"
+    status_reason: str = ""
+    owner: str = ""
+    fence: int = 0
+
+
+@dataclass
+class OrderRecord:
+    id: str
+    provider: str
+    order: Order
+    at: float
+    request_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RequestRecord:
+    id: str
+    provider: str
+    action: str
+    supply: str
+    history: History
+    created_at: float
+    order_id: str = ""
+    item_id: str = ""
+    template: str | None = None
+    resource: str | None = None
+    count: int = 0
+    machines: list[str] = field(default_factory=list)
+    grants: list[str] = field(default_factory=list)
+    provider_request_id: str | None = None
+    attempts: int = 0
+    last_attempt_at: float | None = None
+    reason: str = ""
+    outcome: str | None = None
+    #: Fact seq of the intent; lets a new owner tell inherited intents from its own.
+    seq: int = 0
+
+    @property
+    def state(self) -> str:
+        return self.history.state or "planned"
+
+
+@dataclass
+class InstanceRecord:
+    provider: str
+    machine_id: str
+    name: str
+    history: History
+    request_id: str = ""
+    template: str | None = None
+    item_id: str = ""
+    launched_at: float | None = None
+    seen_at: float = 0.0
+    joined_at: float | None = None
+    ended_at: float | None = None
+    private_ip: str | None = None
+    #: The return request currently giving it back, if any.
+    return_request_id: str = ""
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}/{self.machine_id}"
+
+    @property
+    def state(self) -> str:
+        return self.history.state or "requested"
+
+
+@dataclass
+class GrantRecord:
+    provider: str
+    id: str
+    resource: str
+    history: History
+    requested: int = 0
+    count: int = 0
+    item_id: str = ""
+    granted_at: float | None = None
+    ended_at: float | None = None
+    return_request_id: str = ""
+    reason: str = ""
+
+    @property
+    def state(self) -> str:
+        return self.history.state or "requested"
+
+
+@dataclass
+class ResourceRecord:
+    name: str
+    provider: str = ""
+    base: int = 0
+    borrowed: int = 0
+    total: int = 0
+    in_use: int | None = None
+    observed_at: float | None = None
+    #: Last time observed use reached into borrowed units (for idle reclaim).
+    borrowed_used_at: float | None = None
+
+
+@dataclass
+class DecisionRecord:
+    seq: int
+    at: float
+    decision: Decision

@@ -1,0 +1,230 @@
+"""State machines for requests, host instances and unit grants (DESIGN §11).
+
+Each machine is data: its states, its allowed transitions (one comment per
+edge, saying when it happens) and, beside the states, what a restarted or
+newly-owning daemon does with a record it finds in each state (as Ironic
+declares its resumable states next to the states). Code never tests flags;
+it asks the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Mapping
+
+from pydantic import Field
+
+from messages.base import Model
+
+
+class IllegalTransition(ValueError):
+    """A transition the table does not allow: a bug or a corrupt fact log."""
+
+
+class OnRestart(str, Enum):
+    #: Nothing is in flight; the record stays as it is.
+    KEEP = "keep"
+    #: Something is in flight at the provider: go on polling it.
+    POLL = "poll"
+    #: The intent is recorded but its call may or may not have happened:
+    #: repeat the call with the same idempotency token (the provider dedupes).
+    REPEAT = "repeat"
+    #: As REPEAT where the provider honours tokens; where it cannot (LSF-style
+    #: scripts have no token), mark it failed and leave it to the orphan search.
+    REPEAT_OR_FAIL = "repeat_or_fail"
+
+
+@dataclass(frozen=True)
+class StateMachine:
+    name: str
+    #: States a record may be created in.
+    initial: frozenset[str]
+    #: from -> {to: why this edge exists}
+    edges: Mapping[str, Mapping[str, str]]
+    on_restart: Mapping[str, OnRestart]
+    terminal: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def states(self) -> frozenset[str]:
+        return frozenset(self.on_restart)
+
+    def allowed(self, src: str, dst: str) -> bool:
+        return dst in self.edges.get(src, {})
+
+    def check(self, src: str | None, dst: str) -> None:
+        if src is None:
+            if dst not in self.initial:
+                raise IllegalTransition(f"{self.name}: cannot start in {dst!r}")
+            return
+        if not self.allowed(src, dst):
+            raise IllegalTransition(f"{self.name}: {src!r} -> {dst!r} is not allowed")
+
+
+REQUEST = StateMachine(
+    name="request",
+    initial=frozenset({"planned"}),
+    edges={
+        "planned": {
+            "submitted": "the request/return script answered with the provider's request id",
+            "failed": "the script failed for good (capacity, credentials, config, or retries used up)",
+            "timed_out": "no answer within request_timeout since planning, retries included",
+        },
+        "submitted": {
+            "running": "status says the provider is working on it",
+            "complete": "status says all of it is done",
+            "complete_with_error": "status says it is done and part of it failed",
+            "failed": "status says it failed, or the provider does not know it",
+            "timed_out": "not done within request_timeout",
+        },
+        "running": {
+            "complete": "status says all of it is done",
+            "complete_with_error": "status says it is done and part of it failed",
+            "failed": "status says it failed, or the provider no longer knows it",
+            "timed_out": "not done within request_timeout",
+        },
+    },
+    on_restart={
+        "planned": OnRestart.REPEAT_OR_FAIL,
+        "submitted": OnRestart.POLL,
+        "running": OnRestart.POLL,
+        "complete": OnRestart.KEEP,
+        "complete_with_error": OnRestart.KEEP,
+        "failed": OnRestart.KEEP,
+        "timed_out": OnRestart.KEEP,
+    },
+    terminal=frozenset({"complete", "complete_with_error", "failed", "timed_out"}),
+)
+
+INSTANCE = StateMachine(
+    name="instance",
+    initial=frozenset({"requested", "provisioning", "running", "failed", "orphaned"}),
+    edges={
+        "requested": {
+            "provisioning": "status lists the machine, still executing",
+            "running": "status lists the machine as started",
+            "failed": "status lists the machine as failed",
+        },
+        "provisioning": {
+            "running": "status says the machine started",
+            "joined": "the host joined before a status poll saw it running",
+            "failed": "status says the machine failed to start",
+            "lost": "the provider took it back or no longer has it",
+            "return_planned": "never came up within join_timeout, or an operator returns it",
+        },
+        "running": {
+            "joined": "the host joined the cluster",
+            "idle": "the scheduler reports it idle (its join event was missed)",
+            "busy": "the scheduler reports it busy (its join event was missed)",
+            "lost": "the provider took it back or no longer has it",
+            "return_planned": "never joined within join_timeout, or an operator returns it",
+        },
+        "joined": {
+            "idle": "the scheduler has no work for it",
+            "busy": "the scheduler runs work on it",
+            "lost": "the provider took it back or no longer has it",
+            "return_planned": "an operator returns it",
+        },
+        "idle": {
+            "busy": "work arrived",
+            "lost": "the provider took it back or no longer has it",
+            "return_planned": "idle past idle_time and min hold, or an operator returns it",
+        },
+        "busy": {
+            "idle": "its work finished",
+            "lost": "the provider took it back or no longer has it",
+            "return_planned": "an operator forces its return",
+        },
+        "return_planned": {
+            "returning": "the return script answered with the provider's request id",
+            "returned": "the provider says it is already gone",
+            "lost": "the provider took it back before our return",
+        },
+        "returning": {
+            "returned": "status says the return is done",
+            "return_planned": "the return failed: plan it again under a new token",
+            "lost": "the provider lost it while returning",
+        },
+        "failed": {
+            "return_planned": "a failed machine may still be held and billed: give it back",
+            "returned": "the provider confirms it holds nothing",
+        },
+        "orphaned": {
+            "return_planned": "orphans: return, or an operator returns it",
+            "returned": "it vanished at the provider on its own",
+        },
+    },
+    on_restart={
+        "requested": OnRestart.POLL,
+        "provisioning": OnRestart.POLL,
+        "running": OnRestart.POLL,
+        "joined": OnRestart.KEEP,
+        "idle": OnRestart.KEEP,
+        "busy": OnRestart.KEEP,
+        "return_planned": OnRestart.REPEAT,
+        "returning": OnRestart.POLL,
+        "returned": OnRestart.KEEP,
+        "failed": OnRestart.KEEP,
+        "orphaned": OnRestart.KEEP,
+        "lost": OnRestart.KEEP,
+    },
+    terminal=frozenset({"returned", "lost"}),
+)
+
+GRANT = StateMachine(
+    name="grant",
+    initial=frozenset({"requested", "granted"}),
+    edges={
+        "requested": {
+            "granted": "status says the units are granted",
+            "failed": "the request failed or was granted nothing",
+        },
+        "granted": {
+            "return_planned": "unused past idle_time and min hold, or an operator returns it",
+        },
+        "return_planned": {
+            "returning": "the return script answered with the provider's request id",
+            "returned": "the provider says it is already back",
+        },
+        "returning": {
+            "returned": "status says the return is done",
+            "return_planned": "the return failed: plan it again under a new token",
+        },
+    },
+    on_restart={
+        "requested": OnRestart.POLL,
+        "granted": OnRestart.KEEP,
+        "return_planned": OnRestart.REPEAT,
+        "returning": OnRestart.POLL,
+        "returned": OnRestart.KEEP,
+        "failed": OnRestart.KEEP,
+    },
+    terminal=frozenset({"returned", "failed"}),
+)
+
+
+class StatusChange(Model):
+    state: str
+    at: float
+    reason: str = ""
+
+
+class History(Model):
+    """A record's state with every change and its time, so timeouts derive from it."""
+
+    changes: tuple[StatusChange, ...] = Field(default_factory=tuple)
+
+    @property
+    def state(self) -> str | None:
+        return self.changes[-1].state if self.changes else None
+
+    def since(self, state: str) -> float | None:
+        """When the record last entered ``state``."""
+        for change in reversed(self.changes):
+            if change.state == state:
+                return change.at
+        return None
+
+    def advance(self, machine: StateMachine, to: str, at: float, reason: str = "") -> "History":
+        machine.check(self.state, to)
+        return History(changes=self.changes + (StatusChange(state=to, at=at, reason=reason),))

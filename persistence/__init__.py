@@ -1,0 +1,1 @@
+"""The fact-store and controller-input port, its backends, and projections."""

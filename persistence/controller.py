@@ -1,0 +1,56 @@
+"""Open the controller a URL names (DESIGN §4, config ``controller.url``).
+
+``sqlite://PATH``: everything after ``sqlite://`` is the file path, as in
+``file://`` URLs, so ``sqlite:///var/lib/provisioner/state.db`` is the
+absolute path ``/var/lib/provisioner/state.db`` (``sqlite:////var/...`` means
+the same), and ``sqlite://state.db`` is relative to the working directory.
+Missing parent folders are created.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Callable
+
+from lease.port import ControllerUnavailable
+from persistence.port import Controller
+from persistence.sqlite import SqliteController
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def open_controller(url: str, clock: Callable[[], float] = time.time) -> Controller:
+    match = _SCHEME.match(url)
+    if match is None:
+        raise ValueError(f"controller url {url!r}: expected sqlite://PATH or etcd://HOST:PORT")
+    scheme = match.group(1).lower()
+    if scheme == "sqlite":
+        return SqliteController(sqlite_path(url), clock=clock)
+    if scheme == "etcd":
+        raise ValueError(f"controller url {url!r}: the etcd backend is not available yet; use sqlite://PATH")
+    raise ValueError(f"controller url {url!r}: unknown scheme {scheme!r}; expected sqlite or etcd")
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a ``sqlite://`` URL, with its parent folders created."""
+    path = url[len("sqlite://") :]
+    if path.startswith("//"):
+        path = "/" + path.lstrip("/")
+    if not path or path.endswith("/"):
+        raise ValueError(f"controller url {url!r}: expected sqlite://PATH naming a database file")
+    if path == ":memory:":
+        # Every thread has its own connection, and each would see its own empty database.
+        raise ValueError(f"controller url {url!r}: an in-memory database cannot be shared; name a file")
+    if "?" in path:
+        raise ValueError(f"controller url {url!r}: query parameters are not supported")
+    parent = os.path.dirname(path)
+    if parent:
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise ControllerUnavailable(
+                f"controller database {path}: cannot create folder {parent}: {exc.strerror}"
+            ) from exc
+    return path

@@ -1,0 +1,282 @@
+"""State rebuilt from facts: the same code serves replay after a restart and live updates.
+
+``apply`` never raises for a bad fact (an illegal transition in the log means a
+bug or a corrupt log, and the daemon must live on): it records an anomaly and
+skips the fact.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Callable, Iterable
+
+from messages.facts import (
+    BudgetEvent,
+    Decision,
+    Fact,
+    GrantChanged,
+    InstanceChanged,
+    InstanceSeen,
+    LeaseChanged,
+    Order,
+    ProviderAdmin,
+    ProviderDescribed,
+    RequestChanged,
+    RequestPlanned,
+    ResourceTotalChanged,
+    UsageObserved,
+)
+from messages.records import (
+    DecisionRecord,
+    GrantRecord,
+    InstanceRecord,
+    OrderRecord,
+    ProviderRecord,
+    RequestRecord,
+    ResourceRecord,
+)
+from messages.states import GRANT, INSTANCE, REQUEST, History, IllegalTransition
+
+log = logging.getLogger(__name__)
+
+_ADMIN_STATUS = {
+    "provider_paused": "paused",
+    "provider_resumed": "active",
+    "provider_drained": "drained",
+    "provider_disabled": "disabled",
+}
+
+
+class Projection:
+    """Everything the facts say, optionally only for some providers."""
+
+    def __init__(self, only: Callable[[Fact], bool] | None = None, keep_decisions: int = 1000) -> None:
+        self._only = only
+        self.seq = 0
+        self.providers: dict[str, ProviderRecord] = {}
+        self.planner: tuple[str, int] = ("", 0)
+        self.orders: dict[str, OrderRecord] = {}
+        self.requests: dict[str, RequestRecord] = {}
+        #: keyed by ``provider/machine_id``
+        self.instances: dict[str, InstanceRecord] = {}
+        #: ``provider/name`` -> instance key, for host events that carry names only
+        self.by_name: dict[str, str] = {}
+        #: per provider: the last host event seq its owner turned into a fact
+        self.host_event_seq: dict[str, int] = {}
+        self.grants: dict[str, GrantRecord] = {}
+        self.resources: dict[str, ResourceRecord] = {}
+        self.decisions: deque[DecisionRecord] = deque(maxlen=keep_decisions)
+        self.budget_events: deque[tuple[float, BudgetEvent]] = deque(maxlen=keep_decisions)
+        self.anomalies: deque[str] = deque(maxlen=100)
+
+    # --- feeding ----------------------------------------------------------------
+
+    def apply_all(self, facts: Iterable[Fact]) -> None:
+        for fact in facts:
+            self.apply(fact)
+
+    def apply(self, fact: Fact) -> bool:
+        """Apply one committed fact; False when it was skipped (already seen, filtered, bad)."""
+        if fact.seq is not None:
+            if fact.seq <= self.seq:
+                return False
+            self.seq = fact.seq
+        if self._only is not None and not self._only(fact):
+            return False
+        handler = _HANDLERS.get(type(fact.payload))
+        if handler is None:
+            return False
+        try:
+            handler(self, fact, fact.payload)
+        except (IllegalTransition, KeyError, ValueError) as exc:
+            note = f"fact {fact.seq} {fact.id} ({fact.kind}, provider {fact.provider!r}) skipped: {exc}"
+            self.anomalies.append(note)
+            log.warning(note)
+            return False
+        return True
+
+    # --- lookups ------------------------------------------------------------------
+
+    def provider(self, name: str) -> ProviderRecord:
+        rec = self.providers.get(name)
+        if rec is None:
+            rec = self.providers[name] = ProviderRecord(name=name)
+        return rec
+
+    def resource(self, name: str) -> ResourceRecord:
+        rec = self.resources.get(name)
+        if rec is None:
+            rec = self.resources[name] = ResourceRecord(name=name)
+        return rec
+
+    def instance_by_name(self, provider: str, name: str) -> InstanceRecord | None:
+        key = self.by_name.get(f"{provider}/{name}")
+        return self.instances.get(key) if key else None
+
+    def requests_of(self, order_id: str) -> list[RequestRecord]:
+        order = self.orders.get(order_id)
+        return [self.requests[r] for r in order.request_ids if r in self.requests] if order else []
+
+    # --- handlers -------------------------------------------------------------------
+
+    def _described(self, fact: Fact, p: ProviderDescribed) -> None:
+        self.provider(fact.provider).description = p.description
+
+    def _admin(self, fact: Fact, p: ProviderAdmin) -> None:
+        rec = self.provider(fact.provider)
+        rec.status = _ADMIN_STATUS[p.kind]
+        rec.status_reason = p.reason
+
+    def _lease(self, fact: Fact, p: LeaseChanged) -> None:
+        holder = p.holder if p.kind == "lease_acquired" else ""
+        if p.name == "planner":
+            self.planner = (holder, p.fence)
+        elif p.name.startswith("provider:"):
+            rec = self.provider(p.name.split(":", 1)[1])
+            if p.kind == "lease_acquired" or rec.fence == p.fence:
+                rec.owner, rec.fence = holder, p.fence
+
+    def _order(self, fact: Fact, p: Order) -> None:
+        provider = fact.provider
+        self.orders[fact.id] = OrderRecord(id=fact.id, provider=provider, order=p, at=fact.time)
+
+    def _decision(self, fact: Fact, p: Decision) -> None:
+        self.decisions.append(DecisionRecord(seq=fact.seq or 0, at=fact.time, decision=p))
+
+    def _budget(self, fact: Fact, p: BudgetEvent) -> None:
+        self.budget_events.append((fact.time, p))
+
+    def _planned(self, fact: Fact, p: RequestPlanned) -> None:
+        if fact.id in self.requests:
+            return
+        rec = RequestRecord(
+            id=fact.id,
+            provider=fact.provider,
+            action=p.action,
+            supply=p.supply,
+            history=History().advance(REQUEST, "planned", fact.time),
+            created_at=fact.time,
+            order_id=p.order_id,
+            item_id=p.item_id,
+            template=p.template,
+            resource=p.resource,
+            count=p.count,
+            machines=list(p.machines),
+            grants=list(p.grants),
+            seq=fact.seq or 0,
+        )
+        self.requests[fact.id] = rec
+        order = self.orders.get(p.order_id)
+        if order is not None:
+            order.request_ids.append(fact.id)
+        if p.action == "request" and p.supply == "units" and p.resource:
+            self.grants[fact.id] = GrantRecord(
+                provider=fact.provider,
+                id=fact.id,
+                resource=p.resource,
+                history=History().advance(GRANT, "requested", fact.time),
+                requested=p.count,
+                item_id=p.item_id,
+            )
+
+    def _request_changed(self, fact: Fact, p: RequestChanged) -> None:
+        rec = self.requests[p.request_id]
+        if p.state == rec.state:
+            # A note on the same state: a retried attempt, or a status with news.
+            if p.outcome:
+                rec.attempts += 1
+                rec.last_attempt_at = fact.time
+        else:
+            rec.history = rec.history.advance(REQUEST, p.state, fact.time, p.reason)
+            if p.outcome:
+                rec.attempts += 1
+                rec.last_attempt_at = fact.time
+        if p.provider_request_id:
+            rec.provider_request_id = p.provider_request_id
+        if p.reason:
+            rec.reason = p.reason
+        if p.outcome:
+            rec.outcome = p.outcome
+
+    def _instance_seen(self, fact: Fact, p: InstanceSeen) -> None:
+        key = f"{fact.provider}/{p.machine_id}"
+        if key in self.instances:
+            return
+        req = self.requests.get(p.request_id)
+        rec = InstanceRecord(
+            provider=fact.provider,
+            machine_id=p.machine_id,
+            name=p.name,
+            history=History().advance(INSTANCE, p.state, fact.time),
+            request_id=p.request_id,
+            template=p.template or (req.template if req else None),
+            item_id=req.item_id if req else "",
+            launched_at=p.launched_at,
+            seen_at=fact.time,
+            private_ip=p.private_ip,
+        )
+        if p.state in INSTANCE.terminal:
+            rec.ended_at = fact.time
+        self.instances[key] = rec
+        if p.name:
+            self.by_name[f"{fact.provider}/{p.name}"] = key
+
+    def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
+        rec = self.instances[f"{fact.provider}/{p.machine_id}"]
+        if p.event_seq is not None:
+            self.host_event_seq[fact.provider] = max(self.host_event_seq.get(fact.provider, 0), p.event_seq)
+        if p.state == rec.state:
+            return
+        rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
+        if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
+            rec.joined_at = fact.time
+        if p.state in ("return_planned", "returning") and p.request_id:
+            rec.return_request_id = p.request_id
+        if p.state in INSTANCE.terminal:
+            rec.ended_at = fact.time
+        if p.reason:
+            rec.reason = p.reason
+
+    def _grant_changed(self, fact: Fact, p: GrantChanged) -> None:
+        rec = self.grants[p.grant_id]
+        if p.state != rec.state:
+            rec.history = rec.history.advance(GRANT, p.state, fact.time, p.reason)
+        if p.state == "granted":
+            rec.count = p.count
+            rec.granted_at = fact.time
+        if p.state in ("return_planned", "returning") and p.request_id:
+            rec.return_request_id = p.request_id
+        if p.state in GRANT.terminal:
+            rec.ended_at = fact.time
+        if p.reason:
+            rec.reason = p.reason
+
+    def _usage(self, fact: Fact, p: UsageObserved) -> None:
+        rec = self.resource(p.resource)
+        rec.in_use = p.in_use
+        rec.observed_at = fact.time
+        if p.in_use > rec.base:
+            rec.borrowed_used_at = fact.time
+
+    def _total(self, fact: Fact, p: ResourceTotalChanged) -> None:
+        rec = self.resource(p.resource)
+        rec.provider = fact.provider or rec.provider
+        rec.base, rec.borrowed, rec.total = p.base, p.borrowed, p.total
+
+
+_HANDLERS: dict[type, Callable[[Projection, Fact, object], None]] = {
+    ProviderDescribed: Projection._described,
+    ProviderAdmin: Projection._admin,
+    LeaseChanged: Projection._lease,
+    Order: Projection._order,
+    Decision: Projection._decision,
+    BudgetEvent: Projection._budget,
+    RequestPlanned: Projection._planned,
+    RequestChanged: Projection._request_changed,
+    InstanceSeen: Projection._instance_seen,
+    InstanceChanged: Projection._instance_changed,
+    GrantChanged: Projection._grant_changed,
+    UsageObserved: Projection._usage,
+    ResourceTotalChanged: Projection._total,
+}

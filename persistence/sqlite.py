@@ -1,0 +1,296 @@
+"""The embedded controller: facts, demand, host events and totals in one SQLite file.
+
+Durability: WAL journal with ``synchronous=FULL``, so a commit that returned
+survives a power cut. ``append`` writes a whole batch in one transaction (group
+commit: one fsync for many facts) and checks each batch lease's fence inside
+that same transaction, so a fact can never land under a fence that another
+process has already replaced.
+
+Facts are stored as the orjson encoding of the whole fact (without ``seq``),
+next to a few columns for inspection with the ``sqlite3`` shell. A row that no
+longer decodes (written by a newer schema, or edited by hand) is skipped with
+a warning naming its seq, once per controller object: one unreadable fact must
+not stop every reader of the log; the cursor still moves past it.
+
+SQLite serialises writers and assigns ``seq`` inside the write transaction, so
+commit order is seq order: a reader that has seen seq N never later finds a
+new fact below N.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from typing import Callable, Sequence, TypeVar
+
+import orjson
+
+from lease.sqlite import Clock, SqliteDatabase, SqliteLeases
+from messages.demand import DemandSnapshot, HostEvent, HostEventKind
+from messages.facts import Fact
+from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Most facts ``changes`` hands out per call (the port's bound).
+CHANGES_LIMIT = 10_000
+#: How often a waiting ``changes`` looks for commits by other connections.
+POLL_INTERVAL = 0.01
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS facts (
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+        id       TEXT NOT NULL UNIQUE,
+        time     REAL NOT NULL,
+        provider TEXT NOT NULL,
+        lease    TEXT NOT NULL,
+        fence    INTEGER NOT NULL,
+        kind     TEXT NOT NULL,
+        v        INTEGER NOT NULL,
+        payload  BLOB NOT NULL      -- orjson of the whole fact, without seq
+    )""",
+    # Only the latest snapshot is kept; AUTOINCREMENT keeps seq growing across the deletes.
+    """CREATE TABLE IF NOT EXISTS demand (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        time    REAL NOT NULL,
+        payload BLOB NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS host_events (
+        seq   INTEGER PRIMARY KEY AUTOINCREMENT,
+        name  TEXT NOT NULL,
+        event TEXT NOT NULL,
+        time  REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS resource_totals (
+        name     TEXT PRIMARY KEY,
+        base     INTEGER NOT NULL,
+        borrowed INTEGER NOT NULL,
+        total    INTEGER NOT NULL,
+        time     REAL NOT NULL
+    )""",
+)
+
+
+class SqliteController:
+    """``Controller`` on one SQLite file, shared safely by threads and processes of one host."""
+
+    def __init__(self, path: str, clock: Clock = time.time, busy_timeout: float = 5.0) -> None:
+        self.path = path
+        self._clock = clock
+        self._db = SqliteDatabase(path, busy_timeout=busy_timeout)
+        self._warned: set[tuple[str, int]] = set()
+        try:
+            with self._db.write() as conn:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+            self.leases = SqliteLeases(self._db, clock)
+        except BaseException:
+            self._db.close()
+            raise
+
+    # --- facts ---------------------------------------------------------------
+
+    def append(self, facts: Sequence[Fact]) -> AppendResult:
+        facts = list(facts)
+        if not facts:
+            return AppendResult()
+        accepted: list[Fact] = []
+        refused: list[RefusedFact] = []
+        with self._db.write() as conn:
+            now = self._clock()
+            verdicts: dict[tuple[str, int], str | None] = {}
+            for fact in facts:
+                if fact.lease:
+                    key = (fact.lease, fact.fence)
+                    if key not in verdicts:
+                        verdicts[key] = self.leases.refusal(conn, fact.lease, fact.fence, now)
+                    reason = verdicts[key]
+                    if reason is not None:
+                        stored = self._stored(conn, fact)
+                        if stored is not None:
+                            accepted.append(stored)
+                        else:
+                            refused.append(
+                                RefusedFact(id=fact.id, lease=fact.lease, fence=fact.fence, reason=reason)
+                            )
+                        continue
+                accepted.append(self._insert(conn, fact))
+        accepted.sort(key=lambda f: f.seq or 0)
+        return AppendResult(accepted=accepted, refused=refused)
+
+    def _insert(self, conn: sqlite3.Connection, fact: Fact) -> Fact:
+        """Store ``fact`` unless its id is already stored; either way return the stored fact."""
+        body = fact.model_dump(mode="json", exclude_none=True, exclude={"seq"})
+        cur = conn.execute(
+            "INSERT INTO facts (id, time, provider, lease, fence, kind, v, payload)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            (fact.id, fact.time, fact.provider, fact.lease, fact.fence, fact.kind, fact.v, orjson.dumps(body)),
+        )
+        if cur.rowcount:
+            return fact.model_copy(update={"seq": cur.lastrowid})
+        stored = self._stored(conn, fact)
+        assert stored is not None, "ON CONFLICT ignored an insert whose id is not stored"
+        return stored
+
+    def _stored(self, conn: sqlite3.Connection, fact: Fact) -> Fact | None:
+        row = conn.execute("SELECT seq, payload FROM facts WHERE id = ?", (fact.id,)).fetchone()
+        if row is None:
+            return None
+        # A stored copy that no longer decodes is still the same fact, at its seq.
+        return self._decode_fact(row[0], row[1]) or fact.model_copy(update={"seq": row[0]})
+
+    def read(self, after: int = 0, limit: int = 10_000) -> list[Fact]:
+        with self._db.read() as conn:
+            return self._read_facts(conn, after, limit)[0]
+
+    def _read_facts(self, conn: sqlite3.Connection, after: int, limit: int) -> tuple[list[Fact], int]:
+        """Up to ``limit`` decodable facts after ``after``, and the last seq looked at."""
+        out: list[Fact] = []
+        last = after
+        while len(out) < limit:
+            rows = conn.execute(
+                "SELECT seq, payload FROM facts WHERE seq > ? ORDER BY seq LIMIT ?",
+                (last, limit - len(out)),
+            ).fetchall()
+            if not rows:
+                break
+            for seq, payload in rows:
+                last = seq
+                fact = self._decode_fact(seq, payload)
+                if fact is not None:
+                    out.append(fact)
+        return out, last
+
+    def _decode_fact(self, seq: int, payload: bytes) -> Fact | None:
+        return self._decode("fact", seq, lambda: Fact.model_validate({**orjson.loads(payload), "seq": seq}))
+
+    def last_seq(self) -> int:
+        with self._db.read() as conn:
+            return conn.execute("SELECT COALESCE(MAX(seq), 0) FROM facts").fetchone()[0]
+
+    # --- inputs from the scheduler and operators ----------------------------
+
+    def put_demand(self, snapshot: DemandSnapshot) -> DemandSnapshot:
+        payload = orjson.dumps({"items": snapshot.model_dump(mode="json", exclude_none=True)["items"]})
+        with self._db.write() as conn:
+            now = self._clock()
+            seq = conn.execute("INSERT INTO demand (time, payload) VALUES (?, ?)", (now, payload)).lastrowid
+            conn.execute("DELETE FROM demand WHERE seq < ?", (seq,))
+        return snapshot.model_copy(update={"seq": seq, "time": now})
+
+    def get_demand(self) -> DemandSnapshot | None:
+        with self._db.read() as conn:
+            return self._latest_demand(conn, after=0)
+
+    def _latest_demand(self, conn: sqlite3.Connection, after: int) -> DemandSnapshot | None:
+        row = conn.execute(
+            "SELECT seq, time, payload FROM demand WHERE seq > ? ORDER BY seq DESC LIMIT 1", (after,)
+        ).fetchone()
+        if row is None:
+            return None
+        seq, at, payload = row
+        return self._decode(
+            "demand",
+            seq,
+            lambda: DemandSnapshot.model_validate({**orjson.loads(payload), "seq": seq, "time": at}),
+        )
+
+    def post_host_event(self, name: str, event: HostEventKind, time: float) -> HostEvent:
+        checked = HostEvent(name=name, event=event, time=time)
+        with self._db.write() as conn:
+            seq = conn.execute(
+                "INSERT INTO host_events (name, event, time) VALUES (?, ?, ?)",
+                (checked.name, checked.event, checked.time),
+            ).lastrowid
+        return checked.model_copy(update={"seq": seq})
+
+    def read_host_events(self, after: int = 0, limit: int = 10_000) -> list[HostEvent]:
+        with self._db.read() as conn:
+            return self._read_host_events(conn, after, limit)[0]
+
+    def _read_host_events(self, conn: sqlite3.Connection, after: int, limit: int) -> tuple[list[HostEvent], int]:
+        rows = conn.execute(
+            "SELECT seq, name, event, time FROM host_events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (after, max(0, limit)),
+        ).fetchall()
+        events = [
+            self._decode("host event", seq, lambda: HostEvent(seq=seq, name=name, event=event, time=at))
+            for seq, name, event, at in rows
+        ]
+        return [e for e in events if e is not None], (rows[-1][0] if rows else after)
+
+    def set_resource_total(self, total: ResourceTotal) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO resource_totals (name, base, borrowed, total, time) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET base = excluded.base, borrowed = excluded.borrowed,"
+                " total = excluded.total, time = excluded.time",
+                (total.name, total.base, total.borrowed, total.total, total.time),
+            )
+
+    def resource_totals(self) -> list[ResourceTotal]:
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT name, base, borrowed, total, time FROM resource_totals ORDER BY name"
+            ).fetchall()
+        return [ResourceTotal(name=n, base=b, borrowed=br, total=t, time=at) for n, b, br, t, at in rows]
+
+    # --- push -----------------------------------------------------------------
+
+    def changes(self, cursor: Cursor, timeout: float) -> Changes:
+        """Polls ``PRAGMA data_version``, which moves when another connection commits.
+
+        The version is read before each look, so a commit landing between the
+        look and the wait is caught by the next poll rather than missed.
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        conn = self._db.connection()
+        while True:
+            version = self._data_version(conn)
+            found = self._changes_since(cursor)
+            if found is not None:
+                return found
+            while self._data_version(conn) == version:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return Changes(cursor=cursor)
+                time.sleep(min(POLL_INTERVAL, remaining))
+
+    def _data_version(self, conn: sqlite3.Connection) -> int:
+        with self._db.unavailable():
+            return conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def _changes_since(self, cursor: Cursor) -> Changes | None:
+        with self._db.read() as conn:
+            facts, fact_seq = self._read_facts(conn, cursor.facts, CHANGES_LIMIT)
+            demand = self._latest_demand(conn, after=cursor.demand)
+            events, event_seq = self._read_host_events(conn, cursor.host_events, CHANGES_LIMIT)
+        new_cursor = Cursor(
+            facts=fact_seq,
+            demand=demand.seq if demand is not None else cursor.demand,
+            host_events=event_seq,
+        )
+        if new_cursor == cursor:
+            return None
+        return Changes(cursor=new_cursor, facts=facts, demand=demand, host_events=events)
+
+    # --- lifecycle ----------------------------------------------------------
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _decode(self, what: str, seq: int, decode: Callable[[], T]) -> T | None:
+        try:
+            return decode()
+        except ValueError as exc:  # orjson and pydantic decode errors are ValueErrors
+            if (what, seq) not in self._warned:
+                self._warned.add((what, seq))
+                log.warning(
+                    "controller %s: skipping %s seq %d that does not decode: %s",
+                    self.path, what, seq, " ".join(str(exc).split()),
+                )
+            return None
+

@@ -1,0 +1,158 @@
+"""The daemon's configuration (DESIGN §12) as strict models.
+
+Loading from YAML with file:line error messages lives in ``provisioner/configfile.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+
+from messages.base import Model
+from messages.description import SupplyKind
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(value: object) -> float:
+    """``90s``, ``10m``, ``2h``, ``1.5d``, ``250ms`` or a bare number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration like 90s, 10m or 2h, not a boolean")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _UNIT[m.group(2)]
+    raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 10m, 2h)")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
+
+
+class InstanceConfig(Model):
+    id: Name
+    serves: list[Name] = Field(default_factory=list)
+    planner: bool = False
+
+
+class ControllerConfig(Model):
+    url: str = Field(pattern=r"^(sqlite:///.+|etcd://.+)$")
+
+
+class ApiConfig(Model):
+    listen: str = "127.0.0.1:8787"
+    tokens: Path | None = None
+    tls: dict[str, Path] | None = None
+
+
+class LeaseConfig(Model):
+    ttl: Duration = 10.0
+    renew_every: Duration = 3.0
+
+    @model_validator(mode="after")
+    def _renew_before_expiry(self) -> "LeaseConfig":
+        if self.renew_every >= self.ttl:
+            raise ValueError("renew_every must be shorter than ttl")
+        return self
+
+
+class SpendLimit(Model):
+    amount: float = Field(ge=0)
+    per: Literal["day", "week", "month"] = "month"
+
+
+class BudgetConfig(Model):
+    max_cost_per_hour: float | None = Field(default=None, ge=0)
+    max_spend: SpendLimit | None = None
+    max_hosts: int | None = Field(default=None, ge=0)
+    max_units: int | None = Field(default=None, ge=0)
+
+
+class PolicyConfig(Model):
+    idle_time: Duration = 600.0
+    cooldown: Duration = 120.0
+    backoff_max: Duration = 1800.0
+    request_timeout: Duration = 900.0
+    join_timeout: Duration = 1200.0
+    #: Hosts joined (units granted) this recently still count as in flight:
+    #: the scheduler's next demand may not include them yet.
+    join_grace: Duration = 60.0
+    orphans: Literal["return", "report"] = "return"
+    #: How often owners poll request status, and the planner re-plans.
+    poll_every: Duration = 5.0
+    plan_every: Duration = 5.0
+
+
+class ScriptConfig(Model):
+    style: Literal["lsf", "v2"]
+    #: lsf: folder of the five scripts; v2: one executable.
+    path: Path
+    #: lsf: the provider's conf folder (PRO_CONF_DIR); defaults to ``path``.
+    conf_dir: Path | None = None
+    #: Writable state folder (PRO_DATA_DIR / HF_PROVIDER_WORKDIR); default under the daemon's home.
+    work_dir: Path | None = None
+    #: Per-action timeouts; actions not named use ``timeout``.
+    timeout: Duration = 60.0
+    timeouts: dict[str, Duration] = Field(default_factory=dict)
+    max_concurrent: int = Field(default=4, ge=1, le=64)
+    #: Extra arguments or interpreter? No: a script is run as-is. Options for LSF's SCRIPT_OPTIONS.
+    script_options: str = ""
+
+
+class DescribeOverrides(Model):
+    """Config that overrides or completes what a provider's ``describe`` says."""
+
+    priority: int | None = None
+    cost_per_hour: float | dict[str, float] | None = None
+    lead_time: Duration | None = None
+    min_hold: Duration | None = None
+    min_request: int | None = Field(default=None, ge=1)
+    step: int | None = Field(default=None, ge=1)
+    capacity: int | None = Field(default=None, ge=0)
+    region: str | None = None
+    zone: str | None = None
+
+
+class ProviderConfig(Model):
+    name: Name
+    kind: SupplyKind
+    script: ScriptConfig
+    env_file: Path | None = None
+    describe: DescribeOverrides = Field(default_factory=DescribeOverrides)
+
+
+class ResourceConfig(Model):
+    name: Name
+    elastic: bool = False
+    base: int = Field(default=0, ge=0)
+    provider: Name | None = None
+
+    @model_validator(mode="after")
+    def _elastic_needs_provider(self) -> "ResourceConfig":
+        if self.elastic and not self.provider:
+            raise ValueError("an elastic resource needs a provider")
+        return self
+
+
+class Config(Model):
+    instance: InstanceConfig
+    controller: ControllerConfig
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    lease: LeaseConfig = Field(default_factory=LeaseConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    providers: list[ProviderConfig] = Field(default_factory=list)
+    resources: list[ResourceConfig] = Field(default_factory=list)
+    #: Where the daemon keeps provider work folders and its audit log.
+    home: Path | None = None
+
+    def provider(self, name: str) -> ProviderConfig | None:
+        return next((p for p in self.providers if p.name == name), None)

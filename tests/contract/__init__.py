@@ -1,0 +1,1 @@
+"""The controller contract: every backend must pass these tests unchanged."""

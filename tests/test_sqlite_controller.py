@@ -1,0 +1,179 @@
+"""What the SQLite backend adds to the contract: URLs, durability settings, failures, bad rows."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lease.port import ControllerUnavailable
+from messages.facts import Fact, UsageObserved, make_fact
+from persistence.controller import open_controller, sqlite_path
+from persistence.port import Cursor
+from persistence.sqlite import SqliteController
+
+
+def fact(n: int) -> Fact:
+    return make_fact(UsageObserved(resource="vcs", in_use=n), now=float(n))
+
+
+def test_url_path_is_everything_after_the_scheme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "a" / "b" / "state.db"
+    assert sqlite_path(f"sqlite://{target}") == str(target)
+    assert sqlite_path(f"sqlite:///{target}") == str(target), "sqlite:////abs means /abs"
+    assert (tmp_path / "a" / "b").is_dir(), "parent folders are created"
+    monkeypatch.chdir(tmp_path)
+    assert sqlite_path("sqlite://rel/state.db") == "rel/state.db"
+    assert (tmp_path / "rel").is_dir()
+
+
+def test_open_controller_creates_the_file_and_its_folders(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "er" / "state.db"
+    controller = open_controller(f"sqlite://{target}")
+    try:
+        controller.append([fact(1)])
+    finally:
+        controller.close()
+    assert target.is_file()
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("etcd://127.0.0.1:2379", "etcd backend is not available"),
+        ("redis://localhost/0", "unknown scheme 'redis'"),
+        ("/var/lib/state.db", "expected sqlite://PATH"),
+        ("sqlite://", "naming a database file"),
+        ("sqlite://:memory:", "in-memory"),
+        ("sqlite:///tmp/x.db?mode=ro", "query parameters"),
+    ],
+)
+def test_bad_urls_are_refused_clearly(url: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words) as err:
+        open_controller(url)
+    assert url in str(err.value)
+
+
+def test_folder_that_cannot_be_created_is_unavailable(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ControllerUnavailable, match="cannot create folder"):
+        open_controller(f"sqlite://{blocker}/sub/state.db")
+
+
+@pytest.mark.parametrize("case", ["missing folder", "folder as file", "not a database"])
+def test_unopenable_file_raises_controller_unavailable_naming_it(tmp_path: Path, case: str) -> None:
+    path = {
+        "missing folder": tmp_path / "missing" / "state.db",
+        "folder as file": tmp_path,
+        "not a database": tmp_path / "garbage.db",
+    }[case]
+    if case == "not a database":
+        path.write_bytes(b"this is not an sqlite file" * 100)
+    with pytest.raises(ControllerUnavailable) as err:
+        SqliteController(str(path))
+    assert str(path) in str(err.value)
+
+
+def test_wal_and_full_sync_on_every_connection(tmp_path: Path) -> None:
+    controller = SqliteController(str(tmp_path / "state.db"))
+    try:
+        seen: list[tuple[str, int]] = []
+
+        def look() -> None:
+            conn = controller._db.connection()
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            seen.append((mode, conn.execute("PRAGMA synchronous").fetchone()[0]))
+
+        look()
+        worker = threading.Thread(target=look)
+        worker.start()
+        worker.join(5)
+        assert seen == [("wal", 2), ("wal", 2)]  # 2 = FULL
+    finally:
+        controller.close()
+
+
+def test_threads_appending_through_one_handle(tmp_path: Path) -> None:
+    controller = SqliteController(str(tmp_path / "state.db"))
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            for batch in range(10):
+                controller.append([fact(worker * 1000 + batch * 10 + i) for i in range(10)])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert errors == []
+        seqs = [f.seq for f in controller.read()]
+        assert seqs == list(range(1, 401))
+    finally:
+        controller.close()
+
+
+def test_closed_controller_is_unavailable(tmp_path: Path) -> None:
+    controller = SqliteController(str(tmp_path / "state.db"))
+    controller.close()
+    with pytest.raises(ControllerUnavailable, match="closed"):
+        controller.read()
+    with pytest.raises(ControllerUnavailable, match="closed"):
+        controller.leases.get("planner")
+
+
+def test_undecodable_row_is_skipped_with_a_warning_naming_its_seq(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "state.db"
+    controller = SqliteController(str(path))
+    try:
+        before = controller.append([fact(1)]).accepted
+        raw = sqlite3.connect(path)
+        with raw:
+            future = {"id": "f-new", "time": 2.0, "v": 2, "payload": {"kind": "from_the_future"}}
+            raw.execute(
+                "INSERT INTO facts (id, time, provider, lease, fence, kind, v, payload)"
+                " VALUES ('f-new', 2.0, '', '', 0, 'from_the_future', 2, ?)",
+                (orjson.dumps(future),),
+            )
+        raw.close()
+        bad_seq = before[0].seq + 1
+        after = controller.append([fact(3)]).accepted
+        with caplog.at_level(logging.WARNING, logger="persistence.sqlite"):
+            assert controller.read() == before + after
+            assert controller.read(after=before[0].seq, limit=1) == after, "a skipped row does not eat the page"
+            changes = controller.changes(Cursor(facts=before[0].seq), timeout=0)
+        assert changes.facts == after and changes.cursor.facts == after[0].seq
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, "warned once per row, not on every read"
+        assert f"seq {bad_seq}" in warnings[0]
+        assert controller.append([fact(99).model_copy(update={"id": "f-new"})]).accepted[0].seq == bad_seq
+    finally:
+        controller.close()
+
+
+def test_cursor_moves_past_a_tail_of_undecodable_rows(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    controller = SqliteController(str(path))
+    try:
+        raw = sqlite3.connect(path)
+        with raw:
+            raw.execute(
+                "INSERT INTO facts (id, time, provider, lease, fence, kind, v, payload)"
+                " VALUES ('bad', 1.0, '', '', 0, 'x', 1, x'00ff')"
+            )
+        raw.close()
+        got = controller.changes(Cursor(), timeout=0)
+        assert got.facts == [] and got.cursor.facts == 1
+    finally:
+        controller.close()
