@@ -31,7 +31,7 @@ from messages.commands import (
     Subscribe,
     Unsubscribe,
 )
-from messages.facts import Fact
+from messages.facts import Fact, summary
 from persistence.port import Changes, Controller
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,8 @@ class JournalActor(Actor):
             return
         if self.on_commit is not None:
             self.on_commit(len(result.accepted), time.perf_counter() - started)
+        for fact in result.accepted:
+            log.info("%s", summary(fact))
         refused = {r.id: r for r in result.refused}
         for r in result.refused:
             log.warning("journal: fact %s refused under lease %s: %s", r.id, r.lease, r.reason)

@@ -262,3 +262,46 @@ def make_fact(
         fence=fence,
         payload=payload,
     )
+
+
+def summary(fact: Fact) -> str:
+    """One line for the log: what happened, to what, where."""
+    p = fact.payload
+    where = f"{fact.provider}: " if fact.provider else ""
+    if isinstance(p, RequestPlanned):
+        what = p.template or p.resource or ""
+        if p.action == "return":
+            what = ", ".join(p.machines or p.grants) or what
+        return f"{where}{p.action} {fact.id} planned: {p.count} {p.supply} {what}".rstrip()
+    if isinstance(p, RequestChanged):
+        extra = f" as {p.provider_request_id}" if p.provider_request_id and p.kind == "request_submitted" else ""
+        because = f" ({p.reason})" if p.reason else ""
+        return f"{where}request {p.request_id} {p.state}{extra}{because}"
+    if isinstance(p, InstanceSeen):
+        return f"{where}instance {p.machine_id} ({p.name}) {p.state}"
+    if isinstance(p, InstanceChanged):
+        because = f" ({p.reason})" if p.reason else ""
+        return f"{where}instance {p.machine_id} {p.state}{because}"
+    if isinstance(p, GrantChanged):
+        return f"{where}grant {p.grant_id}: {p.count} {p.resource} {p.state}"
+    if isinstance(p, Order):
+        what = p.template or p.resource or ""
+        if p.action == "return":
+            return f"{where}order: return {p.count} {p.supply} ({p.reason})"
+        return f"{where}order: {p.count} {p.supply} {what} for {p.item_id}"
+    if isinstance(p, Decision):
+        chosen = ", ".join(f"{c.count} from {c.provider}" for c in p.chosen) or "nothing"
+        return f"decision for {p.item}: need {p.need}, in flight {p.in_flight}: {chosen}" + (
+            f" ({p.note})" if p.note else "")
+    if isinstance(p, ResourceTotalChanged):
+        return f"{where}{p.resource} total {p.total} = {p.base} base + {p.borrowed} borrowed"
+    if isinstance(p, UsageObserved):
+        return f"{where}{p.resource} in use {p.in_use}"
+    if isinstance(p, LeaseChanged):
+        return f"lease {p.name} {p.kind.split('_')[1]} by {p.holder} (fence {p.fence})"
+    if isinstance(p, ProviderAdmin):
+        return f"{where}{p.kind.replace('provider_', '')}" + (f": {p.reason}" if p.reason else "")
+    if isinstance(p, ProviderDescribed):
+        d = p.description
+        return f"{where}described: {len(d.templates)} templates, {len(d.pools)} pools, priority {d.priority}"
+    return f"{where}{p.kind}"

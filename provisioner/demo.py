@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import sim
@@ -61,3 +62,11 @@ def demo_config(home: Path, *, idle_time: str = "20s", lead_time: float = 3.0) -
         "resources": [{"name": "vcs", "elastic": True, "base": 10, "provider": "sim-licenses"}],
         "home": str(home),
     })
+
+
+def sim_admin(home: Path, provider: str, *args: str) -> None:
+    """Act on a demo sim provider as its cloud or license server would (e.g. ``set-in-use vcs 4``)."""
+    folder = home / "demo" / provider
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SIM_CONFIG": str(folder / "sim.json"),
+           "SIM_STATE_DIR": str(folder / "state")}
+    subprocess.run([str(SIM_SCRIPT), "admin", *args], env=env, check=True, capture_output=True, timeout=30)

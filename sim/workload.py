@@ -19,14 +19,22 @@ log = logging.getLogger(__name__)
 
 #: (seconds into the cycle, hosts the work needs, vcs units it needs); the demand pushed
 #: is the unmet part of it, as a scheduler computes it.
-PHASES = [(0, 4, 3), (45, 0, 0), (120, 2, 5), (160, 0, 0)]
+PHASES = [(0, 4, 3), (30, 0, 0), (100, 2, 5), (140, 0, 0)]
 CYCLE = 240.0
 BUSY_FOR = 20.0
 
 
 class DemoWorkload:
-    def __init__(self, controller: Controller, clock: Callable[[], float] = time.time, period: float = 1.0) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        set_license_use: Callable[[int], None] | None = None,
+        clock: Callable[[], float] = time.time,
+        period: float = 1.0,
+    ) -> None:
         self.controller = controller
+        self.set_license_use = set_license_use
+        self.license_use: int | None = None
         self.clock = clock
         self.period = period
         self.started = clock()
@@ -67,6 +75,11 @@ class DemoWorkload:
             if now - self.joined.get(inst.name, now) > BUSY_FOR:
                 self.controller.post_host_event(inst.name, "idle", now)
         vcs = p.resources.get("vcs")
+        # The license server sees the work use what it holds, up to what the work needs.
+        use = min(want_units + (vcs.base if vcs else 0), vcs.total if vcs else 0)
+        if self.set_license_use is not None and use != self.license_use:
+            self.set_license_use(use)
+            self.license_use = use
         need = (max(0, want_hosts - len(serving)), max(0, want_units - (vcs.borrowed if vcs else 0)))
         if need != self.pushed:
             self.pushed = need

@@ -1,0 +1,336 @@
+"""Checks across sections and of the files a config names; the good path and ``check-config``."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from provisioner.configfile import LSF_SCRIPTS, ConfigError, check_config_main, load_config, public_url
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "provisioner.yaml"
+
+
+def executable(path: Path, mode: int = 0o755) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(mode)
+    return path
+
+
+def secret(path: Path, mode: int = 0o600) -> Path:
+    path.write_text("AWS_ACCESS_KEY_ID=x\n")
+    path.chmod(mode)
+    return path
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A folder with everything a good config names: lsf scripts, a v2 executable, credentials."""
+    for i, name in enumerate(LSF_SCRIPTS):
+        executable(tmp_path / "aws" / "scripts" / (name + ".sh" if i % 2 else name))
+    executable(tmp_path / "flexlm" / "provider")
+    secret(tmp_path / "aws.env")
+    secret(tmp_path / "tokens.yaml")
+    return tmp_path
+
+
+GOOD = """
+instance: {id: cloud-a, serves: [aws-east, vcs-pool], planner: true}
+controller: {url: "etcd://root:pa55@etcd1:2379,etcd2:2379/?token=abc"}
+api: {listen: "127.0.0.1:8787", tokens: tokens.yaml}
+providers:
+  - name: aws-east
+    kind: hosts
+    script: {style: lsf, path: aws/scripts, conf_dir: aws}
+    env_file: aws.env
+  - name: vcs-pool
+    kind: units
+    script: {style: v2, path: flexlm/provider}
+resources:
+  - {name: vcs, elastic: true, base: 20, provider: vcs-pool}
+"""
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "prov.yaml"
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def problems(path: Path, check_files: bool = True) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(path, check_files=check_files)
+    return [str(i) for i in info.value.issues]
+
+
+# --- the good path -----------------------------------------------------------------------
+
+
+def test_good_file_loads_with_paths_resolved_against_its_folder(site: Path) -> None:
+    cfg = load_config(write(site, GOOD))
+    aws, vcs = cfg.providers
+    assert aws.script.path == site / "aws" / "scripts"
+    assert aws.script.conf_dir == site / "aws"
+    assert aws.env_file == site / "aws.env"
+    assert vcs.script.path == site / "flexlm" / "provider"
+    assert cfg.api.tokens == site / "tokens.yaml"
+
+
+def test_relative_paths_do_not_depend_on_the_working_folder(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    elsewhere = site / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(Path("..") / write(site, GOOD).name)
+    assert cfg.providers[1].script.path == site / "flexlm" / "provider"
+
+
+def test_check_config_prints_a_summary_without_credentials(site: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert check_config_main(str(write(site, GOOD)), out, err) == 0
+    text = out.getvalue()
+    assert err.getvalue() == ""
+    assert "cloud-a (planner: yes)" in text
+    [controller] = [line for line in text.splitlines() if "controller" in line]
+    assert controller.split() == ["controller", "etcd://etcd1:2379,etcd2:2379"]
+    assert "pa55" not in text and "abc" not in text
+    assert any(line.split()[-5:] == ["aws-east", "hosts", "lsf", "served", "here"] for line in text.splitlines())
+    assert any(line.split()[-5:] == ["vcs-pool", "units", "v2", "served", "here"] for line in text.splitlines())
+    assert "vcs  elastic, base 20, provider vcs-pool" in text
+
+
+def test_check_config_prints_every_issue_and_returns_2(site: Path) -> None:
+    (site / "flexlm" / "provider").unlink()
+    path = write(site, GOOD.replace("serves: [aws-east, vcs-pool]", "serves: [aws-east, vcs-poll]"))
+    out, err = io.StringIO(), io.StringIO()
+    assert check_config_main(str(path), out, err) == 2
+    assert out.getvalue() == ""
+    assert err.getvalue().splitlines() == [
+        f"{path}:1: instance.serves[1]: no provider named 'vcs-poll' (did you mean 'vcs-pool'?)",
+        f"{path}:11: providers[1].script.path: no such file: {site / 'flexlm' / 'provider'}",
+    ]
+
+
+def test_public_url_keeps_scheme_and_hosts_only() -> None:
+    assert public_url("etcd://u:p@h1:2379,h2:2379/x?password=y") == "etcd://h1:2379,h2:2379"
+    assert public_url("sqlite:///var/lib/p/state.db") == "sqlite:///var/lib/p/state.db"
+
+
+def test_the_shipped_example_loads() -> None:
+    cfg = load_config(EXAMPLE, check_files=False)
+    assert cfg.instance.serves == ["aws-east", "vcs-pool"]
+    assert {p.name for p in cfg.providers} >= set(cfg.instance.serves)
+    out = io.StringIO()
+    assert check_config_main(str(EXAMPLE), out, io.StringIO(), check_files=False) == 0
+
+
+# --- checks across sections ------------------------------------------------------------------
+
+
+def test_duplicate_provider_names(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        providers:
+          - {name: p, kind: hosts, script: {style: v2, path: /opt/p}}
+          - name: p
+            kind: units
+            script: {style: v2, path: /opt/q}
+        """,
+    )
+    assert problems(path, check_files=False) == [
+        f"{path}:5: providers[1].name: duplicate provider name 'p' (first at line 4)"
+    ]
+
+
+def test_serves_naming_an_unknown_provider(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        instance:
+          id: a
+          serves:
+            - p
+            - gcp
+        controller: {url: "sqlite:///x.db"}
+        providers:
+          - {name: p, kind: hosts, script: {style: v2, path: /opt/p}}
+        """,
+    )
+    assert problems(path, check_files=False) == [f"{path}:5: instance.serves[1]: no provider named 'gcp' (known: p)"]
+
+
+def test_resource_provider_unknown_or_of_kind_hosts(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        providers:
+          - {name: aws, kind: hosts, script: {style: v2, path: /opt/p}}
+          - {name: flex, kind: units, script: {style: v2, path: /opt/q}}
+        resources:
+          - {name: vcs, elastic: true, provider: flx}
+          - {name: vcs, elastic: true, provider: aws}
+          - {name: hspice, elastic: true, provider: flex}
+        """,
+    )
+    assert problems(path, check_files=False) == [
+        f"{path}:7: resources[0].provider: no provider named 'flx' (did you mean 'flex'?)",
+        f"{path}:8: resources[1].name: duplicate resource name 'vcs' (first at line 7)",
+        f"{path}:8: resources[1].provider: provider 'aws' is of kind hosts; a resource needs a units provider",
+    ]
+
+
+def test_units_provider_cannot_use_lsf_style_and_timeouts_name_actions(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        api: {listen: "8787"}
+        providers:
+          - name: flex
+            kind: units
+            script:
+              style: lsf
+              path: /opt/q
+              timeouts: {staus: 5s}
+        """,
+    )
+    assert problems(path, check_files=False) == [
+        f"{path}:3: api.listen: expected HOST:PORT (e.g. 127.0.0.1:8787), got '8787'",
+        f"{path}:8: providers[0].script.style: style 'lsf' serves hosts only; a units provider needs style 'v2'",
+        f"{path}:10: providers[0].script.timeouts.staus: unknown action (did you mean 'status'?)",
+    ]
+
+
+def test_tls_needs_cert_and_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        api:
+          tls: {cert: c.pem, kye: k.pem}
+        """,
+    )
+    assert problems(path, check_files=False) == [
+        f"{path}:4: api.tls.kye: unknown field (did you mean 'key'?)",
+        f"{path}:4: api.tls.key: missing required field",
+    ]
+
+
+# --- checks of the files ---------------------------------------------------------------------
+
+
+def test_script_path_missing(site: Path) -> None:
+    (site / "flexlm" / "provider").unlink()
+    path = write(site, GOOD)
+    assert problems(path) == [f"{path}:11: providers[1].script.path: no such file: {site / 'flexlm' / 'provider'}"]
+
+
+def test_lsf_folder_missing_one_script(site: Path) -> None:
+    (site / "aws" / "scripts" / "getRequestStatus").unlink()
+    path = write(site, GOOD)
+    folder = site / "aws" / "scripts"
+    assert problems(path) == [
+        f"{path}:7: providers[0].script.path: missing script getRequestStatus (or getRequestStatus.sh) in {folder}"
+    ]
+
+
+def test_lsf_script_not_executable(site: Path) -> None:
+    (site / "aws" / "scripts" / "requestMachines.sh").chmod(0o644)
+    path = write(site, GOOD)
+    script = site / "aws" / "scripts" / "requestMachines.sh"
+    assert problems(path) == [f"{path}:7: providers[0].script.path: not executable: {script} (chmod +x)"]
+
+
+def test_v2_path_not_executable(site: Path) -> None:
+    (site / "flexlm" / "provider").chmod(0o644)
+    path = write(site, GOOD)
+    exe = site / "flexlm" / "provider"
+    assert problems(path) == [f"{path}:11: providers[1].script.path: not executable: {exe} (chmod +x)"]
+
+
+def test_v2_path_that_is_a_folder(site: Path) -> None:
+    path = write(site, GOOD.replace("path: flexlm/provider", "path: flexlm"))
+    [issue] = problems(path)
+    assert issue.startswith(f"{path}:11: providers[1].script.path: not a file: {site / 'flexlm'}")
+
+
+def test_conf_dir_missing(site: Path) -> None:
+    path = write(site, GOOD.replace("conf_dir: aws}", "conf_dir: aws-conf}"))
+    assert problems(path) == [f"{path}:7: providers[0].script.conf_dir: no such folder: {site / 'aws-conf'}"]
+
+
+def test_env_file_mode_0644_is_too_open(site: Path) -> None:
+    (site / "aws.env").chmod(0o644)
+    path = write(site, GOOD)
+    assert problems(path) == [
+        f"{path}:8: providers[0].env_file: mode 0644 is too open, use 0600 (chmod 600 {site / 'aws.env'})"
+    ]
+
+
+def test_env_file_group_readable_is_too_open(site: Path) -> None:
+    (site / "aws.env").chmod(0o640)
+    [issue] = problems(write(site, GOOD))
+    assert "providers[0].env_file: mode 0640 is too open, use 0600" in issue
+
+
+def test_tokens_file_mode_0644_is_too_open(site: Path) -> None:
+    (site / "tokens.yaml").chmod(0o644)
+    path = write(site, GOOD)
+    assert problems(path) == [
+        f"{path}:3: api.tokens: mode 0644 is too open, use 0600 (chmod 600 {site / 'tokens.yaml'})"
+    ]
+
+
+def test_tokens_file_missing(site: Path) -> None:
+    (site / "tokens.yaml").unlink()
+    path = write(site, GOOD)
+    assert problems(path) == [f"{path}:3: api.tokens: no such file: {site / 'tokens.yaml'}"]
+
+
+def test_tls_files_must_exist(site: Path) -> None:
+    (site / "cert.pem").write_text("x")
+    path = write(site, GOOD.replace("tokens: tokens.yaml}", "tokens: tokens.yaml, tls: {cert: cert.pem, key: key.pem}}"))
+    assert problems(path) == [f"{path}:3: api.tls.key: no such file: {site / 'key.pem'}"]
+
+
+def test_sqlite_folder_under_a_file(site: Path) -> None:
+    (site / "state").write_text("not a folder")
+    db = site / "state" / "db" / "state.db"
+    path = write(site, GOOD.replace('"etcd://root:pa55@etcd1:2379,etcd2:2379/?token=abc"', f'"sqlite://{db}"'))
+    assert problems(path) == [
+        f"{path}:2: controller.url: cannot create {site / 'state' / 'db'}: {site / 'state'} is not a folder"
+    ]
+
+
+def test_sqlite_folder_that_does_not_exist_yet_is_fine(site: Path) -> None:
+    db = site / "var" / "lib" / "state.db"
+    path = write(site, GOOD.replace('"etcd://root:pa55@etcd1:2379,etcd2:2379/?token=abc"', f'"sqlite://{db}"'))
+    assert load_config(path).controller.url == f"sqlite://{db}"
+
+
+def test_file_checks_are_skipped_on_request(site: Path) -> None:
+    (site / "tokens.yaml").chmod(0o644)
+    (site / "flexlm" / "provider").unlink()
+    cfg = load_config(write(site, GOOD), check_files=False)
+    assert cfg.api.tokens == site / "tokens.yaml"
+
+
+def test_semantic_and_file_problems_are_reported_together(site: Path) -> None:
+    (site / "aws.env").chmod(0o644)
+    (site / "aws" / "scripts" / "getAvailableTemplates").unlink()
+    path = write(site, GOOD.replace("provider: vcs-pool}", "provider: aws-east}"))
+    lines = problems(path)
+    assert [line.split(": ")[0:2] for line in lines] == [
+        [f"{path}:7", "providers[0].script.path"],
+        [f"{path}:8", "providers[0].env_file"],
+        [f"{path}:13", "resources[0].provider"],
+    ]
