@@ -37,8 +37,9 @@ def reclaim(
         desc = rec.description if rec else None
         if rec is None or not rec.owner:
             continue
-        idle_since = inst.history.since("idle") or now
-        held_since = inst.launched_at or inst.seen_at
+        idle_since = inst.history.since("idle")
+        idle_since = now if idle_since is None else idle_since
+        held_since = inst.launched_at if inst.launched_at is not None else inst.seen_at
         min_hold = desc.min_hold_s if desc else 0.0
         if now - idle_since < idle_time or now - held_since < min_hold:
             continue
@@ -61,7 +62,7 @@ def reclaim(
             continue
         desc = rec.description
         min_hold = desc.min_hold_s if desc else 0.0
-        held_since = grant.granted_at or now
+        held_since = grant.granted_at if grant.granted_at is not None else now
         if now - held_since < max(idle_time, min_hold):
             continue
         res = resources.get(grant.resource)

@@ -1,0 +1,57 @@
+"""The projection: replay gives state; a bad fact is skipped, never raised."""
+
+from messages.facts import InstanceChanged, InstanceSeen, LeaseChanged, RequestChanged, RequestPlanned, make_fact
+from persistence.projection import Projection
+
+
+def _facts():
+    payloads = [
+        ("", LeaseChanged(kind="lease_acquired", name="provider:a", holder="d1", fence=3)),
+        ("a", RequestPlanned(action="request", supply="hosts", template="t", count=1)),
+    ]
+    facts = [make_fact(p, provider=prov, now=float(i), fact_id=f"f{i}").model_copy(update={"seq": i + 1})
+             for i, (prov, p) in enumerate(payloads)]
+    return facts
+
+
+def test_replay_builds_records_and_history():
+    p = Projection()
+    facts = _facts()
+    p.apply_all(facts)
+    seen = make_fact(InstanceSeen(machine_id="m", name="n", request_id="f1", state="provisioning"), provider="a",
+                     now=5).model_copy(update={"seq": 3})
+    run = make_fact(InstanceChanged(kind="instance_running", machine_id="m", state="running"), provider="a",
+                    now=7).model_copy(update={"seq": 4})
+    p.apply_all([seen, run])
+    assert p.providers["a"].owner == "d1" and p.providers["a"].fence == 3
+    inst = p.instances["a/m"]
+    assert inst.state == "running" and inst.template == "t"
+    assert [c.state for c in inst.history.changes] == ["provisioning", "running"]
+    assert p.instance_by_name("a", "n") is inst
+    assert p.requests["f1"].state == "planned"
+
+
+def test_already_applied_and_illegal_facts_are_skipped_not_raised():
+    p = Projection()
+    facts = _facts()
+    p.apply_all(facts)
+    assert not p.apply(facts[1]), "a seq already applied is skipped"
+    bad = make_fact(RequestChanged(kind="request_completed", request_id="f1", state="complete"), provider="a",
+                    now=9).model_copy(update={"seq": 10})
+    assert not p.apply(bad)  # planned -> complete is not an edge
+    assert p.requests["f1"].state == "planned"
+    assert p.anomalies and "f1" not in p.anomalies[-1] or "skipped" in p.anomalies[-1]
+    unknown = make_fact(RequestChanged(kind="request_submitted", request_id="nope", state="submitted"),
+                        provider="a", now=9).model_copy(update={"seq": 11})
+    assert not p.apply(unknown)
+    assert p.seq == 11
+
+
+def test_a_repeated_attempt_counts_without_changing_state():
+    p = Projection()
+    p.apply_all(_facts())
+    note = make_fact(RequestChanged(kind="request_status", request_id="f1", state="planned", outcome="transient",
+                                    reason="throttled"), provider="a", now=3).model_copy(update={"seq": 3})
+    p.apply(note)
+    req = p.requests["f1"]
+    assert req.state == "planned" and req.attempts == 1 and req.last_attempt_at == 3 and req.reason == "throttled"
