@@ -1,0 +1,173 @@
+"""What a provider script sees of the world: its environment, and what it may not leak.
+
+A script gets a fixed, small environment (DESIGN §10) rather than the daemon's:
+the daemon's own variables (controller URLs, API tokens, a virtualenv's PATH)
+are none of a script's business, and a script that works must keep working
+when the daemon is started differently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from provisioner.config import ProviderConfig
+
+#: Scripts get this PATH unless the provider's env_file sets one: the daemon's own
+#: PATH depends on how it was started (a virtualenv, a service manager) and would
+#: make a script's behaviour depend on that too.
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: Taken from the daemon's environment when set there.
+INHERITED = ("HOME", "LANG", "TZ")
+#: Set by the daemon for every run; an env_file may not set them.
+RESERVED = ("PROVIDER_NAME", "PROVIDER_KIND", "PROVISIONER_ACTION", "PROVISIONER_TOKEN", "PROVISIONER_DEADLINE")
+#: Host Factory plugins that build paths from HF_VERSION only need it to be set.
+HF_VERSION = "1.1"
+#: Values this short are too common to scrub without mangling every message.
+MIN_SECRET_LEN = 4
+
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DQ_ESCAPES = {'"': '"', "\\": "\\", "$": "$", "`": "`", "n": "\n", "t": "\t"}
+
+
+class EnvFileError(ValueError):
+    """A provider's env_file cannot be used; the message names file and line, never a value."""
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """Parse ``KEY=VALUE`` lines the way a POSIX shell would read a simple assignment.
+
+    Accepted: blank lines, ``#`` comments, an optional ``export`` prefix,
+    unquoted values (taken verbatim to the end of the line, so a ``#`` inside a
+    password stays part of it), single-quoted values (literal) and
+    double-quoted values (``\\"``, ``\\\\``, ``\\$``, ``\\n``, ``\\t`` escapes).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise EnvFileError(f"{path}: env_file not found") from None
+    except UnicodeDecodeError as exc:
+        raise EnvFileError(f"{path}: env_file is not UTF-8 (byte offset {exc.start})") from None
+    except OSError as exc:
+        raise EnvFileError(f"{path}: cannot read env_file: {exc.strerror}") from None
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("export ") or stripped.startswith("export\t"):
+            stripped = stripped[len("export") :].lstrip()
+        key, sep, raw = stripped.partition("=")
+        if not sep:
+            raise EnvFileError(f"{path}:{number}: expected KEY=VALUE")
+        if not _KEY.fullmatch(key):
+            raise EnvFileError(f"{path}:{number}: {key[:40]!r} is not a valid variable name")
+        if key in RESERVED:
+            raise EnvFileError(f"{path}:{number}: {key} is set by the daemon and cannot be overridden")
+        try:
+            values[key] = _value(raw)
+        except ValueError as exc:
+            raise EnvFileError(f"{path}:{number}: {key}: {exc}") from None
+    return values
+
+
+def _value(raw: str) -> str:
+    if not raw or raw[0] not in "'\"":
+        return raw.rstrip()
+    quote = raw[0]
+    out: list[str] = []
+    i = 1
+    while i < len(raw):
+        ch = raw[i]
+        if ch == quote:
+            rest = raw[i + 1 :].strip()
+            if rest and not rest.startswith("#"):
+                raise ValueError("unexpected text after the closing quote")
+            return "".join(out)
+        if quote == '"' and ch == "\\" and i + 1 < len(raw) and raw[i + 1] in _DQ_ESCAPES:
+            out.append(_DQ_ESCAPES[raw[i + 1]])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    raise ValueError("unterminated quoted value (values cannot span lines)")
+
+
+def script_env(
+    provider: ProviderConfig,
+    action: str,
+    *,
+    token: str | None,
+    deadline: float,
+    work_dir: Path,
+    env_file: Mapping[str, str],
+    daemon_env: Mapping[str, str],
+    home: Path | None = None,
+) -> dict[str, str]:
+    """The whole environment of one script run.
+
+    Precedence, lowest first: PATH/HOME/LANG/TZ, the PRO_* / HF_* family (lsf
+    style), the env_file (so an operator can point PRO_LSF_TOP elsewhere), and
+    the daemon's own PROVIDER_* / PROVISIONER_* variables, which nothing overrides.
+    """
+    env: dict[str, str] = {"PATH": DEFAULT_PATH}
+    for name in INHERITED:
+        if daemon_env.get(name):
+            env[name] = daemon_env[name]
+    if home is not None:
+        env["HOME"] = str(home)
+    if provider.script.style == "lsf":
+        env.update(_lsf_env(provider, work_dir))
+    env.update(env_file)
+    env["PROVIDER_NAME"] = provider.name
+    env["PROVIDER_KIND"] = provider.kind
+    env["PROVISIONER_ACTION"] = action
+    env["PROVISIONER_DEADLINE"] = str(int(deadline))
+    if token:
+        env["PROVISIONER_TOKEN"] = token
+    return env
+
+
+def log_dir(work_dir: Path) -> Path:
+    """Where lsf-style plugins are told to write their logs."""
+    return work_dir / "log"
+
+
+def _lsf_env(provider: ProviderConfig, work_dir: Path) -> dict[str, str]:
+    conf = str(provider.script.conf_dir or provider.script.path)
+    data = str(work_dir)
+    logs = str(log_dir(work_dir))
+    return {
+        "PRO_CONF_DIR": conf,
+        "PRO_DATA_DIR": data,
+        "PRO_LSF_LOGDIR": logs,
+        "PRO_LSF_TOP": conf,
+        "SCRIPT_OPTIONS": provider.script.script_options,
+        "HF_PROVIDER_NAME": provider.name,
+        "HF_PROVIDER_CONFDIR": conf,
+        "HF_PROVIDER_WORKDIR": data,
+        "HF_PROVIDER_LOGDIR": logs,
+        "HF_TOP": conf,
+        "HF_VERSION": HF_VERSION,
+        "HF_CONFDIR": conf,
+        "HF_WORKDIR": data,
+        "HF_LOGDIR": logs,
+    }
+
+
+class Scrubber:
+    """Replaces every env_file value in text meant for people (reasons, stderr tails) by ``***``."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        found = {s for s in secrets if len(s) >= MIN_SECRET_LEN}
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted(found, key=len, reverse=True)
+        #: How many characters before a cut could hide the start of a secret.
+        self.margin = max((len(s) for s in self._secrets), default=0)
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+

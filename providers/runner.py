@@ -1,0 +1,442 @@
+"""Runs one provider's scripts off the caller's thread, bounded in time, output and number.
+
+The daemon is multi-threaded (pykka actors), so scripts start with
+``os.posix_spawn``: forking a threaded process can deadlock the child on a lock
+another thread held. Each script gets its own process group, so a timeout or a
+stop kills whatever the script started too, and a grandchild that keeps the
+stdout pipe open cannot keep a run alive past its deadline: the script's exit
+is watched through a pidfd (Linux), not through the end of its output.
+
+Every submit ends in exactly one ``on_result(result, tag)`` call, made from a
+runner thread: failures of any kind (a script that cannot start, a timeout, a
+stop) are results, never exceptions, so the caller's bookkeeping cannot miss one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import select
+import selectors
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from messages.scripts import Action, Outcome, ScriptResult
+from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
+from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
+from provisioner.config import ProviderConfig
+
+log = logging.getLogger(__name__)
+
+ResultCallback = Callable[[ScriptResult, object], None]
+
+STDOUT_LIMIT = 16 * 1024 * 1024
+STDERR_TAIL = 64 * 1024
+REASON_TAIL = 300
+_CHUNK = 64 * 1024
+
+#: Exit codes with a meaning of their own (DESIGN §10); any other non-zero code is "failed".
+EXIT_OUTCOMES: dict[int, tuple[Outcome, str]] = {
+    75: ("transient", "transient"),
+    69: ("capacity", "capacity unavailable"),
+    77: ("credentials", "credentials or permission"),
+    78: ("config", "configuration"),
+}
+_SAFE_TOKEN = re.compile(r"[^A-Za-z0-9._-]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass
+class _Job:
+    action: Action
+    document: dict[str, Any]
+    token: str | None
+    tag: object
+    spawned: bool = False
+
+
+@dataclass(eq=False)
+class _Process:
+    """A started script. Signals go to its group only while the leader is unreaped,
+    so the group id cannot have been reused by an unrelated process."""
+
+    pid: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    reaped: bool = False
+    stopped: bool = False
+
+    def signal(self, sig: int) -> None:
+        with self.lock:
+            if not self.reaped:
+                try:
+                    os.killpg(self.pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def reap(self) -> int:
+        """Collect the exit status; called once the leader has exited (or was sent SIGKILL)."""
+        with self.lock:
+            _, status = os.waitpid(self.pid, 0)
+            self.reaped = True
+        return os.waitstatus_to_exitcode(status)
+
+
+@dataclass
+class _Finished:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    overflow: bool = False
+    stopped: bool = False
+
+
+class ScriptRunner:
+    """The script runner of one provider: a FIFO of runs, at most ``max_concurrent`` at once.
+
+    ``home`` is the scripts' HOME (default: the daemon's). ``kill_grace`` is
+    how long a timed-out script has between SIGTERM and SIGKILL, and how long
+    output is still drained after a script exited while something it left
+    behind (outside its process group) holds its pipes.
+    """
+
+    def __init__(
+        self,
+        provider: ProviderConfig,
+        work_dir: Path,
+        on_result: ResultCallback,
+        home: Path | None = None,
+        *,
+        kill_grace: float = 2.0,
+    ) -> None:
+        self.provider = provider
+        self.work_dir = Path(work_dir)
+        self.home = home
+        self.kill_grace = kill_grace
+        self._on_result = on_result
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._killing = False
+        self._running: set[_Process] = set()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"script-{provider.name}-{i}", daemon=True)
+            for i in range(provider.script.max_concurrent)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # --- caller side ---------------------------------------------------------
+
+    def submit(self, action: Action, document: dict[str, Any], token: str | None = None, tag: object = None) -> None:
+        """Queue one run; its result comes back through ``on_result`` on a runner thread.
+
+        Only an action outside the contract's vocabulary raises (``ValueError``):
+        no result can name it.
+        """
+        if action not in V2_ACTIONS:
+            raise ValueError(f"unknown script action {action!r}")
+        job = _Job(action, document, token, tag)
+        with self._lock:
+            if not self._stopped:
+                self._queue.put(job)
+                return
+        late = threading.Thread(target=self._refuse, args=(job,), name=f"script-{self.provider.name}-late", daemon=True)
+        late.start()
+
+    def stop(self, kill: bool = True, wait: float = 5.0) -> None:
+        """Refuse new work, end queued runs with "runner stopped", and (``kill``) end running scripts.
+
+        A killed script's outcome is unknown, like a timeout: it may have acted.
+        Returns when every runner thread is done, or after ``wait`` seconds.
+        """
+        until = time.monotonic() + wait
+        with self._lock:
+            first = not self._stopped
+            self._stopped = True
+            self._killing = self._killing or kill
+            running = list(self._running)
+        if first:
+            for _ in self._threads:
+                self._queue.put(None)
+        if kill:
+            for proc in running:
+                proc.stopped = True
+                proc.signal(signal.SIGTERM)
+            self._join(min(until, time.monotonic() + self.kill_grace))
+            for proc in running:
+                proc.signal(signal.SIGKILL)
+        self._join(until)
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            log.warning("%s: script threads still running after stop: %s", self.provider.name, ", ".join(alive))
+
+    def _join(self, until: float) -> None:
+        for thread in self._threads:
+            if thread is not threading.current_thread():  # stop() called from on_result
+                thread.join(max(0.0, until - time.monotonic()))
+
+    # --- runner threads ------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            if self._stopped:
+                self._refuse(job)
+                continue
+            try:
+                result = self._execute(job)
+            except Exception as exc:  # a bug here must still end in a result
+                log.exception("%s %s: runner error", self.provider.name, job.action)
+                if job.spawned:  # the script ran: whatever it did is unknown
+                    result = self._result(job, "timeout", f"runner error (outcome unknown): {type(exc).__name__}")
+                else:
+                    result = self._result(job, "spawn_error", f"runner error: {type(exc).__name__}")
+            self._deliver(result, job.tag)
+
+    def _refuse(self, job: _Job) -> None:
+        self._deliver(self._result(job, "spawn_error", "runner stopped"), job.tag)
+
+    def _deliver(self, result: ScriptResult, tag: object) -> None:
+        try:
+            self._on_result(result, tag)
+        except Exception:
+            log.exception("%s %s: on_result failed", result.provider, result.action)
+
+    def _result(
+        self, job: _Job, outcome: Outcome, reason: str, scrub: Scrubber | None = None, **extra: Any
+    ) -> ScriptResult:
+        text = f"{self.provider.name} {job.action}: {reason}" if reason else ""
+        return ScriptResult(
+            provider=self.provider.name,
+            action=job.action,
+            outcome=outcome,
+            reason=scrub(text) if scrub else text,
+            token=job.token,
+            **extra,
+        )
+
+    def _execute(self, job: _Job) -> ScriptResult:
+        cfg = self.provider
+        try:
+            secrets = read_env_file(cfg.env_file) if cfg.env_file else {}
+        except EnvFileError as exc:
+            return self._result(job, "config", str(exc))
+        scrub = Scrubber(secrets.values())
+        try:
+            document = build_input(cfg.script.style, cfg.kind, job.action, job.document, job.token)
+        except ContractError as exc:
+            return self._result(job, exc.outcome, str(exc), scrub)
+        try:
+            input_path = self._write_input(job, document)
+        except OSError as exc:
+            return self._result(job, "spawn_error", f"cannot write the input file: {exc.strerror}", scrub)
+        try:
+            return self._run(job, input_path, secrets, scrub)
+        finally:
+            input_path.unlink(missing_ok=True)
+
+    def _write_input(self, job: _Job, document: dict[str, Any]) -> Path:
+        folder = self.work_dir / "in"
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.provider.script.style == "lsf":
+            log_dir(self.work_dir).mkdir(mode=0o700, exist_ok=True)
+        label = _SAFE_TOKEN.sub("_", job.token)[:80] if job.token else "run"
+        path = folder / f"{job.action}-{label}-{os.urandom(4).hex()}.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(orjson.dumps(document))
+        return path
+
+    def _run(self, job: _Job, input_path: Path, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:
+        cfg = self.provider
+        timeout = cfg.script.timeouts.get(job.action, cfg.script.timeout)
+        try:
+            argv = build_argv(cfg, job.action, input_path)
+        except ContractError as exc:
+            return self._result(job, exc.outcome, str(exc), scrub)
+        env = script_env(
+            cfg,
+            job.action,
+            token=job.token,
+            deadline=time.time() + timeout,
+            work_dir=self.work_dir,
+            env_file=secrets,
+            daemon_env=os.environ,
+            home=self.home,
+        )
+        started = time.monotonic()
+        try:
+            proc, out_r, err_r = self._spawn(argv, env)
+        except OSError as exc:
+            return self._result(job, "spawn_error", f"cannot start {argv[0]}: {exc.strerror or exc}", scrub)
+        job.spawned = True
+        try:
+            finished = self._collect(proc, out_r, err_r, timeout, scrub.margin)
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+            os.close(out_r)
+            os.close(err_r)
+            if not proc.reaped:  # only after an error in _collect: leave nothing behind
+                proc.signal(signal.SIGKILL)
+                proc.reap()
+        duration = time.monotonic() - started
+        return self._judge(job, finished, timeout, scrub, duration)
+
+    def _spawn(self, argv: list[str], env: dict[str, str]) -> tuple[_Process, int, int]:
+        """Start the script in its own process group; returns it with the read ends of stdout and stderr."""
+        out_r, out_w = os.pipe()  # both ends close-on-exec: no other script inherits them
+        err_r, err_w = os.pipe()
+        actions: list[tuple[Any, ...]] = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+        ]
+        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in (out_r, out_w, err_r, err_w) if fd > 2]
+        try:
+            pid = os.posix_spawn(
+                argv[0],
+                argv,
+                env,
+                file_actions=actions,
+                setpgroup=0,
+                # Python ignores SIGPIPE and SIGXFSZ; an ignored signal stays ignored across exec.
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+                setsigmask=(),
+            )
+        except OSError:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        proc = _Process(pid)
+        with self._lock:
+            self._running.add(proc)
+            if self._killing:  # stop() came between taking the job and starting it
+                proc.stopped = True
+                proc.signal(signal.SIGKILL)
+        return proc, out_r, err_r
+
+    def _collect(self, proc: _Process, out_r: int, err_r: int, timeout: float, margin: int) -> _Finished:
+        """Read both pipes until EOF and exit, within the deadline; the group is always killed at the end."""
+        stdout = bytearray()
+        stderr = bytearray()
+        keep_err = STDERR_TAIL + 4 * margin
+        pidfd = os.pidfd_open(proc.pid)
+        sel = selectors.DefaultSelector()
+        try:
+            for fd in (out_r, err_r):
+                os.set_blocking(fd, False)
+                sel.register(fd, selectors.EVENT_READ)
+            sel.register(pidfd, selectors.EVENT_READ)
+            streams = 2
+            exited = timed_out = overflow = False
+            limit = time.monotonic() + timeout
+            while streams or not exited:
+                remaining = limit - time.monotonic()
+                if remaining <= 0:
+                    if exited or timed_out:
+                        break  # grace over: leftovers hold the pipes, or the script ignores SIGTERM
+                    timed_out = True
+                    proc.signal(signal.SIGTERM)
+                    limit = time.monotonic() + self.kill_grace
+                    continue
+                for key, _ in sel.select(remaining):
+                    if key.fd == pidfd:
+                        sel.unregister(pidfd)
+                        exited = True
+                        proc.signal(signal.SIGKILL)  # whatever it left behind in its group
+                        if not timed_out:
+                            limit = time.monotonic() + self.kill_grace
+                        continue
+                    chunk = os.read(key.fd, _CHUNK)
+                    if not chunk:
+                        sel.unregister(key.fd)
+                        streams -= 1
+                    elif key.fd == out_r:
+                        stdout += chunk
+                        if len(stdout) > STDOUT_LIMIT:
+                            overflow = True
+                            break
+                    else:
+                        stderr += chunk
+                        if len(stderr) > 2 * keep_err:
+                            del stderr[:-keep_err]
+                if overflow:
+                    break
+            proc.signal(signal.SIGKILL)
+            if not exited:
+                select.select([pidfd], [], [])  # SIGKILL was sent: the leader is on its way out
+            code = proc.reap()
+        finally:
+            sel.close()
+            os.close(pidfd)
+        return _Finished(
+            exit_code=code,
+            stdout=bytes(stdout) if not overflow else b"",
+            stderr=bytes(stderr[-keep_err:]),
+            timed_out=timed_out,
+            overflow=overflow,
+            stopped=proc.stopped,
+        )
+
+    def _judge(self, job: _Job, run: _Finished, timeout: float, scrub: Scrubber, duration: float) -> ScriptResult:
+        cfg = self.provider
+        err_text = scrub(run.stderr.decode("utf-8", "replace"))[-STDERR_TAIL:]
+        said = _last_line(err_text) or _last_line(scrub(run.stdout[-STDERR_TAIL:].decode("utf-8", "replace")))
+        tail = f": {said}" if said else ""
+        common: dict[str, Any] = {"duration_s": round(duration, 3), "stderr_tail": err_text}
+        # A script that finished by itself before a stop reached it keeps its answer.
+        if run.stopped and run.exit_code != 0:
+            why = "stopped by the daemon before it finished (outcome unknown)"
+            return self._result(job, "timeout", why, scrub, **common)
+        if run.timed_out:
+            why = f"timed out after {timeout:g}s (outcome unknown){tail}"
+            return self._result(job, "timeout", why, scrub, **common)
+        if run.overflow:
+            why = f"stdout exceeds {STDOUT_LIMIT // (1024 * 1024)} MiB"
+            return self._result(job, "bad_output", why, scrub, **common)
+        code = run.exit_code
+        if code == 0:
+            try:
+                data = decode_stdout(run.stdout)
+                output = parse_output(cfg.script.style, cfg.kind, job.action, data, provider=cfg.name)
+            except ContractError as exc:
+                what = f"bad output: {exc}" if exc.outcome == "bad_output" else str(exc)
+                return self._result(job, exc.outcome, _clip(scrub(what)), scrub, exit_code=0, **common)
+            return self._result(job, "ok", "", exit_code=0, output=output, **common)
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return self._result(job, "failed", f"killed by signal {name}{tail}", scrub, exit_code=code, **common)
+        outcome, label = EXIT_OUTCOMES.get(code, ("failed", ""))
+        meaning = f" ({label})" if label else ""
+        return self._result(job, outcome, f"exit {code}{meaning}{tail}", scrub, exit_code=code, **common)
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        line = _CONTROL.sub(" ", line).strip()
+        if line:
+            return _clip(line)
+    return ""
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= REASON_TAIL else text[: REASON_TAIL - 3] + "..."

@@ -1,0 +1,109 @@
+"""env_file parsing, the script environment's precedence, and scrubbing."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.environment import EnvFileError, Scrubber, read_env_file, script_env
+
+
+def test_env_file_syntax(tmp_path):
+    path = tmp_path / "p.env"
+    path.write_text(
+        "\n".join(
+            [
+                "# AWS credentials",
+                "",
+                "AWS_ACCESS_KEY_ID=AKIA123",
+                "export AWS_SECRET_ACCESS_KEY='abc#def $HOME'",
+                '  export\tMOTD="say \\"hi\\"\\n\\$x" # trailing comment',
+                "PASSWORD=pa#ss word  ",
+                "EMPTY=",
+                'QUOTED_EMPTY=""',
+            ]
+        )
+    )
+    assert read_env_file(path) == {
+        "AWS_ACCESS_KEY_ID": "AKIA123",
+        "AWS_SECRET_ACCESS_KEY": "abc#def $HOME",
+        "MOTD": 'say "hi"\n$x',
+        "PASSWORD": "pa#ss word",
+        "EMPTY": "",
+        "QUOTED_EMPTY": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("no equals sign topsecret", "expected KEY=VALUE"),
+        ("1BAD=topsecret", "'1BAD' is not a valid variable name"),
+        ("MY KEY=topsecret", "'MY KEY' is not a valid variable name"),
+        ("TOKEN='topsecret", "TOKEN: unterminated quoted value"),
+        ('TOKEN="topsecret" extra', "TOKEN: unexpected text after the closing quote"),
+        ("PROVISIONER_TOKEN=topsecret", "PROVISIONER_TOKEN is set by the daemon"),
+        ("PROVIDER_NAME=topsecret", "PROVIDER_NAME is set by the daemon"),
+    ],
+)
+def test_bad_env_file_line_names_file_and_line_but_not_the_value(tmp_path, line, message):
+    path = tmp_path / "p.env"
+    path.write_text(f"# header\nOK=1\n{line}\n")
+    with pytest.raises(EnvFileError) as caught:
+        read_env_file(path)
+    assert str(caught.value).startswith(f"{path}:3: {message}")
+    assert "topsecret" not in str(caught.value)
+
+
+def test_missing_or_binary_env_file(tmp_path):
+    with pytest.raises(EnvFileError, match="env_file not found"):
+        read_env_file(tmp_path / "nope.env")
+    binary = tmp_path / "bin.env"
+    binary.write_bytes(b"A=\xff\n")
+    with pytest.raises(EnvFileError, match="not UTF-8"):
+        read_env_file(binary)
+
+
+def test_env_file_can_move_lsf_paths_but_not_daemon_variables(tools, tmp_path):
+    cfg = tools.provider(tmp_path / "scripts", style="lsf", kind="hosts")
+    env = script_env(
+        cfg,
+        "request",
+        token="tok",
+        deadline=1000.9,
+        work_dir=tmp_path / "w",
+        env_file={"PRO_LSF_TOP": "/opt/lsf", "PATH": "/opt/cloud/bin:/usr/bin"},
+        daemon_env={"PATH": "/venv/bin", "HOME": "/root", "LANG": "", "USER": "x"},
+    )
+    assert env["PRO_LSF_TOP"] == "/opt/lsf"
+    assert env["PRO_CONF_DIR"] == str(tmp_path / "scripts")
+    assert env["PATH"] == "/opt/cloud/bin:/usr/bin"
+    assert env["PROVISIONER_DEADLINE"] == "1000"
+    assert env["PROVISIONER_TOKEN"] == "tok"
+    assert "USER" not in env and "LANG" not in env
+    assert env["HOME"] == "/root"
+
+
+def test_v2_env_has_no_lsf_family(tools, tmp_path):
+    env = script_env(
+        tools.provider(tmp_path / "exe"),
+        "describe",
+        token=None,
+        deadline=5,
+        work_dir=tmp_path,
+        env_file={},
+        daemon_env={},
+    )
+    assert env == {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PROVIDER_NAME": "p1",
+        "PROVIDER_KIND": "hosts",
+        "PROVISIONER_ACTION": "describe",
+        "PROVISIONER_DEADLINE": "5",
+    }
+
+
+def test_scrubber_replaces_longest_secrets_first_and_skips_short_values():
+    scrub = Scrubber(["abcdef", "abcdefgh", "eu", "xyz", ""])
+    assert scrub("key abcdefgh and abcdef in eu, xyz") == "key *** and *** in eu, xyz"
+    assert scrub.margin == 8
+    assert Scrubber([]).margin == 0

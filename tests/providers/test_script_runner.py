@@ -1,0 +1,482 @@
+"""The script runner against real scripts: outcomes, limits, process groups, environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from messages.scripts import Accepted
+
+OK_JSON = """echo '{"requestId": "r-1", "message": "fine"}'"""
+
+
+def test_ok_run_returns_parsed_output_and_tag_on_a_runner_thread(script, make_runner, results, tmp_path):
+    path = script(
+        f"""#!/bin/sh
+[ "$1" = request ] && [ "$2" = -f ] || exit 3
+stat -c %a "$3" >&2
+cat "$3" >&2
+echo >&2
+echo "token=$PROVISIONER_TOKEN" >&2
+{OK_JSON}
+"""
+    )
+    runner = make_runner(path)
+    runner.submit("request", {"template": "T1", "count": 2}, token="tok-1", tag=("order", 7))
+    [result] = results.wait(1)
+    _, tag, thread = results.calls[0]
+    assert result.outcome == "ok", result.reason
+    assert result.output == Accepted(provider_request_id="r-1", message="fine")
+    assert (result.exit_code, result.token, result.reason) == (0, "tok-1", "")
+    assert tag == ("order", 7)
+    assert thread != threading.current_thread().name
+    mode, doc, token_line = result.stderr_tail.splitlines()
+    assert mode == "600"
+    assert json.loads(doc) == {"token": "tok-1", "template": "T1", "count": 2, "tags": {}}
+    assert token_line == "token=tok-1"
+    assert list((tmp_path / "work" / "in").iterdir()) == []
+
+
+def test_garbage_stdout_is_bad_output(script, make_runner, results):
+    runner = make_runner(script("#!/bin/sh\necho 'this is not json'\n"))
+    runner.submit("status", {"requests": [{"requestId": "r-1"}]})
+    [result] = results.wait(1)
+    assert result.outcome == "bad_output"
+    assert result.reason.startswith("p1 status: bad output: stdout is not JSON")
+
+
+def test_wrong_shape_names_the_field(script, make_runner, results):
+    runner = make_runner(script("""#!/bin/sh\necho '{"requests": [{"requestId": "r", "status": "weird"}]}'\n"""))
+    runner.submit("status", {"requests": [{"requestId": "r"}]})
+    [result] = results.wait(1)
+    assert result.outcome == "bad_output"
+    assert "p1 status: bad output: requests[0].status:" in result.reason
+    assert "'weird'" in result.reason
+
+
+def test_log_lines_before_the_json_are_tolerated(script, make_runner, results):
+    runner = make_runner(script(f"#!/bin/sh\necho 'starting up'\necho 'calling the API'\n{OK_JSON}\n"))
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    [result] = results.wait(1)
+    assert result.outcome == "ok", result.reason
+    assert result.output.provider_request_id == "r-1"
+
+
+def test_non_utf8_stdout_is_bad_output(script, make_runner, results):
+    runner = make_runner(script("#!/bin/sh\nprintf '\\377\\376{}'\n"))
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.outcome == "bad_output"
+    assert "stdout is not UTF-8 (byte 0xff at offset 0)" in result.reason
+
+
+def test_huge_stdout_is_cut_off_and_the_group_killed(script, make_runner, results, tmp_path, tools):
+    path = script(
+        f"""#!/bin/sh
+echo $$ > {tmp_path}/pgid
+head -c 100000000 /dev/zero | tr '\\0' 'x'
+echo '{{}}'
+"""
+    )
+    runner = make_runner(path, timeout=8)
+    started = time.monotonic()
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.outcome == "bad_output"
+    assert result.reason == "p1 describe: stdout exceeds 16 MiB"
+    assert time.monotonic() - started < 6
+    pgid = int((tmp_path / "pgid").read_text())
+    assert tools.settle(lambda: not tools.group_members(pgid))
+
+
+@pytest.mark.parametrize("trap", ["", "trap '' TERM"])
+def test_timeout_kills_the_group(script, make_runner, results, tmp_path, tools, trap):
+    path = script(
+        f"""#!/bin/sh
+{trap}
+echo $$ > {tmp_path}/pgid
+sleep 30 &
+echo "still working" >&2
+sleep 30
+"""
+    )
+    runner = make_runner(path, timeout=0.5)
+    started = time.monotonic()
+    runner.submit("request", {"template": "T1", "count": 1}, token="t-9")
+    [result] = results.wait(1)
+    elapsed = time.monotonic() - started
+    assert result.outcome == "timeout"
+    assert result.exit_code is None
+    assert result.reason == "p1 request: timed out after 0.5s (outcome unknown): still working"
+    assert result.token == "t-9"
+    assert 0.5 <= elapsed < 3
+    pgid = int((tmp_path / "pgid").read_text())
+    assert tools.settle(lambda: not tools.group_members(pgid))
+
+
+def test_per_action_timeout_overrides_the_default(script, make_runner, results):
+    path = script("#!/bin/sh\nsleep 1\necho '{\"requests\": []}'\n")
+    runner = make_runner(path, timeout=5, timeouts={"status": 0.3})
+    runner.submit("status", {"requests": [{"requestId": "r"}]}, tag="status")
+    runner.submit("reclaims", {"machines": [{"name": "h1"}]}, tag="reclaims")
+    results.wait(2)
+    outcomes = {tag: r.outcome for r, tag, _ in results.calls}
+    assert outcomes == {"status": "timeout", "reclaims": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome", "label"),
+    [
+        (75, "transient", " (transient)"),
+        (69, "capacity", " (capacity unavailable)"),
+        (77, "credentials", " (credentials or permission)"),
+        (78, "config", " (configuration)"),
+        (1, "failed", ""),
+    ],
+)
+def test_exit_codes_map_to_outcomes(script, make_runner, results, code, outcome, label):
+    path = script(f"#!/bin/sh\necho 'details first' >&2\necho 'InsufficientInstanceCapacity' >&2\n\nexit {code}\n")
+    runner = make_runner(path)
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    [result] = results.wait(1)
+    assert result.outcome == outcome
+    assert result.exit_code == code
+    assert result.output is None
+    assert result.reason == f"p1 request: exit {code}{label}: InsufficientInstanceCapacity"
+
+
+def test_failure_message_on_stdout_is_used_when_stderr_is_silent(script, make_runner, results):
+    runner = make_runner(script("#!/bin/sh\necho 'quota exceeded'\nexit 2\n"))
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.reason == "p1 describe: exit 2: quota exceeded"
+
+
+def test_long_stderr_keeps_only_a_bounded_tail(script, make_runner, results):
+    long_line = "x" * 500
+    path = script(f"#!/bin/sh\nhead -c 1000000 /dev/zero | tr '\\0' 'e' >&2\necho >&2\necho {long_line} >&2\nexit 1\n")
+    runner = make_runner(path)
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert len(result.stderr_tail) <= 64 * 1024
+    assert result.stderr_tail.endswith("x" * 500 + "\n")
+    assert result.reason == "p1 describe: exit 1: " + "x" * 297 + "..."
+
+
+def test_killed_by_signal_is_a_failure(script, make_runner, results):
+    runner = make_runner(script("#!/bin/sh\nkill -KILL $$\n"))
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.outcome == "failed"
+    assert result.exit_code == -signal.SIGKILL
+    assert result.reason == "p1 describe: killed by signal SIGKILL"
+
+
+def test_grandchild_with_its_own_output_is_killed(script, make_runner, results, tmp_path, tools):
+    path = script(
+        f"""#!/bin/sh
+sleep 100 >/dev/null 2>&1 &
+echo $! > {tmp_path}/child
+echo $$ > {tmp_path}/pgid
+{OK_JSON}
+"""
+    )
+    runner = make_runner(path)
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    [result] = results.wait(1)
+    assert result.outcome == "ok", result.reason
+    child = int((tmp_path / "child").read_text())
+    assert tools.settle(lambda: not tools.alive(child))
+    assert not tools.group_members(int((tmp_path / "pgid").read_text()))
+
+
+def test_grandchild_holding_stdout_does_not_hold_the_run(script, make_runner, results, tmp_path, tools):
+    path = script(f"#!/bin/sh\necho $$ > {tmp_path}/pgid\nsleep 100 &\n{OK_JSON}\n")
+    # A long grace: the run must end because the group is killed at exit, not because draining gave up.
+    runner = make_runner(path, timeout=8, grace=4)
+    started = time.monotonic()
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    [result] = results.wait(1)
+    assert result.outcome == "ok", result.reason
+    assert time.monotonic() - started < 2
+    pgid = int((tmp_path / "pgid").read_text())
+    assert tools.settle(lambda: not tools.group_members(pgid))
+
+
+def test_escaped_grandchild_holding_stdout_costs_at_most_the_grace(script, make_runner, results, tmp_path, tools):
+    path = script(f"#!/bin/sh\nsetsid sleep 100 &\necho $! > {tmp_path}/child\n{OK_JSON}\n")
+    runner = make_runner(path, timeout=5, grace=0.3)
+    started = time.monotonic()
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    try:
+        [result] = results.wait(1)
+        assert result.outcome == "ok", result.reason
+        assert time.monotonic() - started < 2
+    finally:
+        os.kill(int((tmp_path / "child").read_text()), signal.SIGKILL)
+
+
+def test_env_file_secrets_are_scrubbed(script, make_runner, results, tmp_path):
+    env_file = tmp_path / "p1.env"
+    env_file.write_text('# credentials\nexport API_KEY="s3cr3t-value-42"\nREGION=eu\n')
+    path = script("#!/bin/sh\necho \"login with $API_KEY failed in $REGION\" >&2\nexit 77\n")
+    runner = make_runner(path, env_file=env_file)
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.outcome == "credentials"
+    assert result.reason == "p1 describe: exit 77 (credentials or permission): login with *** failed in eu"
+    assert "s3cr3t" not in result.stderr_tail
+    assert "***" in result.stderr_tail
+
+
+def test_bad_env_file_line_is_a_config_result_naming_the_line(script, make_runner, results, tmp_path):
+    env_file = tmp_path / "p1.env"
+    env_file.write_text("A=1\nthis line has hunter2 in it\n")
+    marker = tmp_path / "ran"
+    runner = make_runner(script(f"#!/bin/sh\ntouch {marker}\n"), env_file=env_file)
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.outcome == "config"
+    assert result.reason == f"p1 describe: {env_file}:2: expected KEY=VALUE"
+    assert "hunter2" not in result.reason
+    assert not marker.exists()
+
+
+ENV_DUMP = """#!/usr/bin/env python3
+import json, os, sys
+print(json.dumps(dict(os.environ)), file=sys.stderr)
+print('{"requestId": "r"}')
+"""
+
+
+def test_only_the_allowed_environment_reaches_the_script(script, make_runner, results, tmp_path, monkeypatch):
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("TZ", "UTC")
+    monkeypatch.setenv("HOME", "/home/daemon")
+    monkeypatch.setenv("CONTROLLER_SECRET", "do-not-pass")
+    env_file = tmp_path / "p1.env"
+    env_file.write_text("CLOUD_KEY='a b'\n")  # short: not scrubbed from the dump
+    runner = make_runner(script(ENV_DUMP), env_file=env_file, timeout=30)
+    before = time.time()
+    runner.submit("return", {"machines": [{"name": "h1", "machineId": "i-1"}]}, token="tok-r")
+    [result] = results.wait(1)
+    assert result.outcome == "ok", result.reason
+    env = json.loads(result.stderr_tail)
+    deadline = int(env.pop("PROVISIONER_DEADLINE"))
+    assert before + 30 - 2 <= deadline <= time.time() + 30
+    assert env == {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/home/daemon",
+        "LANG": "C.UTF-8",
+        "TZ": "UTC",
+        "CLOUD_KEY": "a b",
+        "PROVIDER_NAME": "p1",
+        "PROVIDER_KIND": "hosts",
+        "PROVISIONER_ACTION": "return",
+        "PROVISIONER_TOKEN": "tok-r",
+    }
+
+
+def test_lsf_style_gets_the_pro_and_hf_families(script, make_runner, results, tmp_path, monkeypatch):
+    monkeypatch.delenv("TZ", raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    folder = script(ENV_DUMP, name="getAvailableTemplates").parent
+    conf = tmp_path / "conf"
+    runner = make_runner(folder, style="lsf", conf_dir=str(conf), script_options="-v", home=tmp_path / "home")
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    env = json.loads(result.stderr_tail)
+    work = tmp_path / "work"
+    expected = {
+        "HOME": str(tmp_path / "home"),
+        "PRO_CONF_DIR": str(conf),
+        "PRO_DATA_DIR": str(work),
+        "PRO_LSF_LOGDIR": str(work / "log"),
+        "PRO_LSF_TOP": str(conf),
+        "SCRIPT_OPTIONS": "-v",
+        "HF_PROVIDER_NAME": "p1",
+        "HF_PROVIDER_CONFDIR": str(conf),
+        "HF_PROVIDER_WORKDIR": str(work),
+        "HF_PROVIDER_LOGDIR": str(work / "log"),
+        "HF_TOP": str(conf),
+        "HF_CONFDIR": str(conf),
+        "HF_WORKDIR": str(work),
+        "HF_LOGDIR": str(work / "log"),
+    }
+    assert {k: env.get(k) for k in expected} == expected
+    assert env["HF_VERSION"]
+    assert "TZ" not in env and "PROVISIONER_TOKEN" not in env
+    assert (work / "log").is_dir()
+
+
+def test_concurrency_is_capped_and_fifo(script, make_runner, results, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    path = script(
+        f"""#!/usr/bin/env python3
+import json, os, sys, time
+token = os.environ["PROVISIONER_TOKEN"]
+start = time.time()
+time.sleep(0.3)
+with open("{marks}/" + token, "w") as f:
+    json.dump([start, time.time()], f)
+print('{{"requestId": "r"}}')
+"""
+    )
+    runner = make_runner(path, max_concurrent=2)
+    for i in range(4):
+        runner.submit("request", {"template": "T1", "count": 1}, token=f"t{i}")
+    assert [r.outcome for r in results.wait(4)] == ["ok"] * 4
+    spans = {p.name: json.loads(p.read_text()) for p in marks.iterdir()}
+    events = sorted([(s, 1) for s, _ in spans.values()] + [(e, -1) for _, e in spans.values()])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert peak == 2
+    assert max(spans["t0"][0], spans["t1"][0]) < min(spans["t2"][0], spans["t3"][0])
+
+
+def test_stop_kills_running_scripts_and_answers_every_submit(script, make_runner, results, tmp_path, tools):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    path = script(f"#!/bin/sh\necho $$ > {pids}/$PROVISIONER_TOKEN\nsleep 30\n")
+    runner = make_runner(path, max_concurrent=2, timeout=30)
+    for i in range(4):
+        runner.submit("request", {"template": "T1", "count": 1}, token=f"t{i}", tag=i)
+    assert tools.settle(lambda: len([p for p in pids.iterdir() if p.read_text().strip()]) == 2)
+    started = time.monotonic()
+    runner.stop(wait=3.0)
+    assert time.monotonic() - started < 2
+    runner.submit("describe", {}, tag="late")
+    results.wait(5)
+    by_tag = {tag: r for r, tag, _ in results.calls}
+    assert sorted(by_tag, key=str) == [0, 1, 2, 3, "late"]
+    assert {by_tag[i].outcome for i in (0, 1)} == {"timeout"}
+    assert all("stopped by the daemon" in by_tag[i].reason for i in (0, 1))
+    assert {(by_tag[i].outcome, by_tag[i].reason) for i in (2, 3, "late")} == {
+        ("spawn_error", f"p1 {by_tag[i].action}: runner stopped") for i in (2, 3, "late")
+    }
+    assert all(thread != threading.current_thread().name for _, _, thread in results.calls)
+    for pidfile in pids.iterdir():
+        pgid = int(pidfile.read_text())
+        assert tools.settle(lambda: not tools.group_members(pgid))
+
+
+def test_stop_without_kill_lets_running_scripts_finish(script, make_runner, results, tmp_path, tools):
+    started = tmp_path / "started"
+    runner = make_runner(script(f"#!/bin/sh\ntouch {started}\nsleep 0.3\n{OK_JSON}\n"), max_concurrent=1)
+    runner.submit("request", {"template": "T1", "count": 1}, token="a", tag="running")
+    runner.submit("request", {"template": "T1", "count": 1}, token="b", tag="queued")
+    assert tools.settle(started.exists)
+    runner.stop(kill=False, wait=3.0)
+    results.wait(2)
+    by_tag = {tag: r for r, tag, _ in results.calls}
+    assert by_tag["running"].outcome == "ok"
+    assert (by_tag["queued"].outcome, by_tag["queued"].reason) == ("spawn_error", "p1 request: runner stopped")
+
+
+def test_stop_from_inside_a_callback(script, tmp_path, tools):
+    from providers.runner import ScriptRunner
+
+    done = threading.Event()
+    runner: ScriptRunner
+
+    def on_result(result, tag):
+        runner.stop(wait=1.0)
+        done.set()
+
+    runner = ScriptRunner(tools.provider(script(f"#!/bin/sh\n{OK_JSON}\n")), tmp_path / "w", on_result)
+    runner.submit("request", {"template": "T1", "count": 1}, token="a")
+    assert done.wait(5)
+
+
+def test_scripts_start_without_fork(script, make_runner, results, monkeypatch):
+    def no_fork(*args, **kwargs):
+        raise AssertionError("fork used")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    monkeypatch.setattr(subprocess, "Popen", no_fork)
+    runner = make_runner(script(f"#!/bin/sh\n{OK_JSON}\n"))
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    [result] = results.wait(1)
+    assert result.outcome == "ok", result.reason
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [(None, "script not found: {path}"), (0o644, "script is not executable: {path}")],
+)
+def test_unstartable_script_is_a_spawn_error(script, make_runner, results, tmp_path, mode, reason):
+    path = tmp_path / "scripts" / "provider"
+    if mode is not None:
+        script("#!/bin/sh\n", mode=mode)
+    runner = make_runner(path)
+    runner.submit("describe", {}, tag="d")
+    [result] = results.wait(1)
+    assert result.outcome == "spawn_error"
+    assert result.reason == "p1 describe: " + reason.format(path=path)
+
+
+def test_bad_interpreter_is_a_spawn_error(script, make_runner, results):
+    runner = make_runner(script("#!/nonexistent/interpreter\n"))
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.outcome == "spawn_error"
+    assert result.reason.startswith("p1 describe: cannot start ")
+
+
+def test_bad_caller_input_never_starts_the_script(script, make_runner, results, tmp_path):
+    marker = tmp_path / "ran"
+    runner = make_runner(script(f"#!/bin/sh\ntouch {marker}\n"))
+    runner.submit("request", {"template": "T1", "count": 1})
+    runner.submit("status", {"requests": [{}]})
+    first, second = results.wait(2)
+    assert (first.outcome, first.reason) == ("spawn_error", "p1 request: request needs an idempotency token")
+    assert (second.outcome, second.reason) == ("spawn_error", "p1 status: input requests[0].requestId: Field required")
+    assert not marker.exists()
+
+
+def test_unknown_action_is_refused_at_once(script, make_runner):
+    runner = make_runner(script("#!/bin/sh\n"))
+    with pytest.raises(ValueError, match="unknown script action 'quote'"):
+        runner.submit("quote", {})  # type: ignore[arg-type]
+
+
+def test_a_failing_callback_does_not_stop_the_runner(script, tmp_path, tools):
+    seen: list[str] = []
+    done = threading.Event()
+
+    def on_result(result, tag):
+        seen.append(tag)
+        if tag == "first":
+            raise RuntimeError("callback bug")
+        done.set()
+
+    from providers.runner import ScriptRunner
+
+    cfg = tools.provider(script(f"#!/bin/sh\n{OK_JSON}\n"), max_concurrent=1)
+    runner = ScriptRunner(cfg, tmp_path / "w", on_result)
+    try:
+        runner.submit("request", {"template": "T1", "count": 1}, token="a", tag="first")
+        runner.submit("request", {"template": "T1", "count": 1}, token="b", tag="second")
+        assert done.wait(5)
+        assert seen == ["first", "second"]
+    finally:
+        runner.stop()
+
+
+def test_input_files_are_private_and_removed(script, make_runner, results, tmp_path):
+    runner = make_runner(script("#!/bin/sh\nls -l \"$(dirname \"$3\")\" >&2\necho '{\"requests\": []}'\n"))
+    runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+    [result] = results.wait(1)
+    assert result.outcome == "ok", result.reason
+    assert "-rw------- " in result.stderr_tail
+    assert list(Path(tmp_path / "work" / "in").iterdir()) == []
