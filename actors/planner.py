@@ -33,7 +33,7 @@ from messages.commands import (
 from messages.demand import DemandSnapshot
 from messages.facts import BudgetEvent, Decision, Order, make_fact
 from persistence.projection import Projection
-from policy.planning import PlanSettings, plan
+from policy.planning import Catalog, PlanSettings, plan
 from policy.reclaim import reclaim
 from policy.supply import SupplyView
 from provisioner.config import PolicyConfig
@@ -70,6 +70,7 @@ class PlannerActor(Actor):
         self.waiting: str | None = None
         self.last_plan = 0.0
         self.decisions: list[Decision] = []
+        self.catalog: Catalog | None = None
 
     def on_start(self) -> None:
         self.journal.tell(Subscribe(ref=self.actor_ref))
@@ -111,7 +112,9 @@ class PlannerActor(Actor):
             return
         self.last_plan = now
         view = self._view()
-        result = plan(self.demand, self.p.providers, view, now, self.settings)
+        if self.catalog is None or not self.catalog.fits(self.p.providers):
+            self.catalog = Catalog(self.p.providers)
+        result = plan(self.demand, self.p.providers, view, now, self.settings, self.catalog)
         returns = reclaim(self.demand, self.p.providers, self.p.resources, view, now, self.policy.idle_time)
         self.decisions = result.decisions
         if not result.orders and not returns:

@@ -13,9 +13,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
 
-from pydantic import Field
-
-from messages.base import Model
 
 
 class IllegalTransition(ValueError):
@@ -203,16 +200,22 @@ GRANT = StateMachine(
 )
 
 
-class StatusChange(Model):
+@dataclass(frozen=True, slots=True)
+class StatusChange:
     state: str
     at: float
     reason: str = ""
 
 
-class History(Model):
-    """A record's state with every change and its time, so timeouts derive from it."""
+@dataclass(frozen=True, slots=True)
+class History:
+    """A record's state with every change and its time, so timeouts derive from it.
 
-    changes: tuple[StatusChange, ...] = Field(default_factory=tuple)
+    A plain frozen dataclass, not a model: replay builds one per change of
+    every record, and it never crosses a wire.
+    """
+
+    changes: tuple[StatusChange, ...] = ()
 
     @property
     def state(self) -> str | None:
@@ -227,4 +230,4 @@ class History(Model):
 
     def advance(self, machine: StateMachine, to: str, at: float, reason: str = "") -> "History":
         machine.check(self.state, to)
-        return History(changes=self.changes + (StatusChange(state=to, at=at, reason=reason),))
+        return History(self.changes + (StatusChange(to, at, reason),))

@@ -165,7 +165,9 @@ class SqliteController:
         return out, last
 
     def _decode_fact(self, seq: int, payload: bytes) -> Fact | None:
-        return self._decode("fact", seq, lambda: Fact.model_validate({**orjson.loads(payload), "seq": seq}))
+        # The stored object has no seq: splice it in front and let pydantic parse the bytes
+        # (faster than decoding to a dict first, which matters when 100,000 facts replay).
+        return self._decode("fact", seq, lambda: Fact.model_validate_json(b'{"seq":%d,' % seq + bytes(payload)[1:]))
 
     def last_seq(self) -> int:
         with self._db.read() as conn:

@@ -1,37 +1,75 @@
-"""Which templates and pools can serve a demand item."""
+"""Which templates can serve a host demand item.
+
+A selector is compiled once per item shape, then tested against many
+templates: planning over thousands of templates must stay cheap.
+"""
 
 from __future__ import annotations
+
+import operator
+from typing import Callable
 
 from messages.demand import SELECT_RE, HostItem
 from messages.description import AttrValue, Template
 
+_NUMERIC: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
+}
 
-def _compare(have: AttrValue, expr: str) -> bool:
+Test = Callable[[AttrValue], bool]
+
+
+def _test(expr: str) -> Test:
     op, operand = SELECT_RE.match(expr.strip()).groups()  # type: ignore[union-attr]
     operand = operand.strip()
-    if op in (">=", "<=", ">", "<"):
-        try:
-            left, right = float(have), float(operand)
-        except (TypeError, ValueError):
-            return False
-        return {">=": left >= right, "<=": left <= right, ">": left > right, "<": left < right}[op]
-    if isinstance(have, bool):
-        return have == (operand.lower() in ("1", "true", "yes"))
-    if isinstance(have, (int, float)):
-        try:
-            return float(have) == float(operand)
-        except ValueError:
-            return False
-    return str(have) == operand
+    if op in _NUMERIC:
+        compare, right = _NUMERIC[op], float(operand)
+
+        def numeric(have: AttrValue) -> bool:
+            try:
+                return compare(float(have), right)
+            except (TypeError, ValueError):
+                return False
+
+        return numeric
+    truthy = operand.lower() in ("1", "true", "yes")
+    try:
+        number: float | None = float(operand)
+    except ValueError:
+        number = None
+
+    def equal(have: AttrValue) -> bool:
+        if isinstance(have, bool):
+            return have == truthy
+        if isinstance(have, (int, float)):
+            return number is not None and float(have) == number
+        return str(have) == operand
+
+    return equal
+
+
+class Selector:
+    """A host item's wish, ready to test templates."""
+
+    def __init__(self, item: HostItem) -> None:
+        self.template = item.template
+        self.tests = [(key, _test(expr)) for key, expr in sorted(item.select.items())]
+
+    def matches(self, template: Template, zone: str | None = None) -> bool:
+        if self.template:
+            return template.id == self.template
+        attributes = template.attributes
+        for key, test in self.tests:
+            if key in attributes:
+                have = attributes[key]
+            elif key == "zone" and (template.zone or zone):
+                have = template.zone or zone or ""
+            else:
+                return False
+            if not test(have):
+                return False
+        return True
 
 
 def template_matches(item: HostItem, template: Template, zone: str | None = None) -> bool:
-    if item.template:
-        return template.id == item.template
-    attributes = dict(template.attributes)
-    if "zone" not in attributes and (template.zone or zone):
-        attributes["zone"] = template.zone or zone or ""
-    for key, expr in item.select.items():
-        if key not in attributes or not _compare(attributes[key], expr):
-            return False
-    return True
+    return Selector(item).matches(template, zone)

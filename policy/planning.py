@@ -17,7 +17,7 @@ from messages.demand import DemandSnapshot, HostItem, UnitItem
 from messages.facts import Chosen, Decision, Order, Rejected
 from messages.records import ProviderRecord
 from messages.states import GRANT, INSTANCE, REQUEST
-from policy.matching import template_matches
+from policy.matching import Selector
 from policy.supply import SupplyView, in_flight
 
 
@@ -37,13 +37,17 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class _Candidate:
+class _Offer:
+    """One template (or pool) of one provider that can serve an item."""
+
     provider: str
     key: str  # template id or resource name
     priority: int
     price: float
     lead_time: float
-    room: int
+    max_number: int
+    #: The provider's overall cap, shared by all its templates.
+    capacity: int | None
     min_request: int
     step: int
 
@@ -67,43 +71,82 @@ def size(need: int, room: int, min_request: int, step: int) -> int:
     return amount
 
 
+#: Rejections listed per decision; beyond this they are counted in the note, so a
+#: decision stays readable (and cheap) with thousands of providers.
+LISTED = 10
+
+
 def plan(
     demand: DemandSnapshot | None,
     providers: Mapping[str, ProviderRecord],
     view: SupplyView,
     now: float,
     settings: PlanSettings,
+    catalog: Catalog | None = None,
 ) -> Plan:
     out = Plan()
     if demand is None:
         return out
+    if catalog is None or not catalog.fits(providers):
+        catalog = Catalog(providers)
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     held = _held(view)
+    held_by_provider: dict[str, int] = {}
+    for (prov, _), n in held.items():
+        held_by_provider[prov] = held_by_provider.get(prov, 0) + n
     failed = _recent_failures(view, now, settings.cooldown)
     for item in demand.items:
         need = item.count - flying.get(item.id, 0)
         decision = Decision(item=item.id, demand_seq=demand.seq, need=max(0, need),
                             in_flight=flying.get(item.id, 0))
-        candidates, rejected = _candidates(item, providers, held, failed)
+        offers, mismatched = catalog.offers(item)
+        rejected: list[Rejected] = []
+        said: set[str] = set()
+        unlisted = 0
         chosen: list[Chosen] = []
         remaining = need
-        for cand in sorted(candidates, key=lambda c: c.rank):
+        for offer in offers:
             if remaining <= 0:
                 break
-            amount = size(remaining, cand.room, cand.min_request, cand.step)
-            if amount <= 0:
-                rejected.append(Rejected(provider=cand.provider, reason=f"capacity: room for {cand.room}"))
+            why = _unusable(providers.get(offer.provider))
+            if why is not None:
+                if offer.provider not in said:
+                    said.add(offer.provider)
+                    rejected.append(Rejected(provider=offer.provider, reason=why))
                 continue
-            chosen.append(_chosen(item, cand, amount))
-            held[(cand.provider, cand.key)] = held.get((cand.provider, cand.key), 0) + amount
+            if (offer.provider, item.id) in failed:
+                if offer.provider not in said:
+                    said.add(offer.provider)
+                    rejected.append(Rejected(provider=offer.provider, reason="cooldown: failed recently"))
+                continue
+            room = offer.max_number - held.get((offer.provider, offer.key), 0)
+            if offer.capacity is not None:
+                room = min(room, offer.capacity - held_by_provider.get(offer.provider, 0))
+            amount = size(remaining, room, offer.min_request, offer.step)
+            if amount <= 0:
+                if offer.provider not in said:
+                    said.add(offer.provider)
+                    if len(rejected) < LISTED:
+                        rejected.append(Rejected(provider=offer.provider, reason=f"capacity: room for {max(0, room)}"))
+                    else:
+                        unlisted += 1
+                continue
+            chosen.append(_chosen(item, offer, amount))
+            held[(offer.provider, offer.key)] = held.get((offer.provider, offer.key), 0) + amount
+            held_by_provider[offer.provider] = held_by_provider.get(offer.provider, 0) + amount
             remaining -= amount
-        note = ""
+        listed = max(0, LISTED - len(rejected))
+        rejected += [Rejected(provider=name, reason="mismatch") for name in mismatched[:listed]]
+        unlisted += max(0, len(mismatched) - listed)
+        notes = []
         if need <= 0:
-            note = "in-flight supply covers the need"
+            notes.append("in-flight supply covers the need")
         elif remaining > 0:
-            note = f"{remaining} could not be placed"
-        if need > 0 or item.count > 0:
-            out.decisions.append(decision.model_copy(update={"chosen": chosen, "rejected": rejected, "note": note}))
+            notes.append(f"{remaining} could not be placed")
+        if unlisted:
+            notes.append(f"{unlisted} more providers rejected")
+        out.decisions.append(decision.model_copy(update={"chosen": chosen, "rejected": rejected,
+                                                         "note": "; ".join(notes)}))
         for c in chosen:
             out.orders.append(
                 (
@@ -122,65 +165,91 @@ def plan(
     return out
 
 
-def _chosen(item: HostItem | UnitItem, cand: _Candidate, amount: int) -> Chosen:
+def _wants(item: HostItem | UnitItem) -> tuple:
     if isinstance(item, HostItem):
-        return Chosen(provider=cand.provider, template=cand.key, count=amount)
-    return Chosen(provider=cand.provider, resource=cand.key, count=amount)
+        return ("hosts", item.template, tuple(sorted(item.select.items())))
+    return ("units", item.resource)
 
 
-def _candidates(
-    item: HostItem | UnitItem,
-    providers: Mapping[str, ProviderRecord],
-    held: dict[tuple[str, str], int],
-    failed: set[tuple[str, str]],
-) -> tuple[list[_Candidate], list[Rejected]]:
-    cands: list[_Candidate] = []
-    rejected: list[Rejected] = []
-    for name in sorted(providers):
-        rec = providers[name]
-        desc = rec.description
-        if desc is None or desc.kind != item.kind:
-            continue
-        if isinstance(item, HostItem):
-            offers = [
-                (t.id, t.max_number, t.priority, desc.price(t.id))
-                for t in desc.templates
-                if template_matches(item, t, desc.zone)
-            ]
-        else:
-            pool = desc.pool(item.resource)
-            offers = [(pool.resource, pool.capacity, None, desc.price(pool.resource))] if pool else []
-        if not offers:
-            rejected.append(Rejected(provider=name, reason="mismatch"))
-            continue
-        if rec.status != "active":
-            rejected.append(Rejected(provider=name, reason=rec.status))
-            continue
-        if not rec.owner:
-            rejected.append(Rejected(provider=name, reason="no owner: no daemon holds its lease"))
-            continue
-        if (name, item.id) in failed:
-            rejected.append(Rejected(provider=name, reason="cooldown: failed recently"))
-            continue
-        provider_held = sum(v for (p, _), v in held.items() if p == name)
-        provider_room = (desc.capacity - provider_held) if desc.capacity is not None else None
-        for key, max_number, priority, price in offers:
-            room = max_number - held.get((name, key), 0)
-            if provider_room is not None:
-                room = min(room, provider_room)
-            cands.append(
-                _Candidate(
-                    provider=name,
-                    key=key,
-                    priority=desc.priority if priority is None else priority,
-                    price=price,
-                    lead_time=desc.lead_time_s,
-                    room=max(0, room),
-                    min_request=desc.min_request,
-                    step=desc.step,
+def _chosen(item: HostItem | UnitItem, offer: _Offer, amount: int) -> Chosen:
+    if isinstance(item, HostItem):
+        return Chosen(provider=offer.provider, template=offer.key, count=amount)
+    return Chosen(provider=offer.provider, resource=offer.key, count=amount)
+
+
+class Catalog:
+    """Every provider's offers, ranked once per kind of wish.
+
+    Descriptions change rarely while demand changes often, so the ranked
+    offers for each distinct wish (template, selectors or resource) are kept
+    until the descriptions change; which providers are usable right now
+    (status, owner) is checked at planning time.
+    """
+
+    def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
+        self.descriptions = {name: rec.description for name, rec in providers.items() if rec.description}
+        self._ranked: dict[tuple, tuple[list[_Offer], list[str]]] = {}
+
+    def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
+        """True while the providers' descriptions are the ones this catalog was built from."""
+        current = {name: rec.description for name, rec in providers.items() if rec.description}
+        return current.keys() == self.descriptions.keys() and all(
+            current[n] is self.descriptions[n] for n in current)
+
+    def offers(self, item: HostItem | UnitItem) -> tuple[list[_Offer], list[str]]:
+        """Matching offers in rank order, and the providers of the item's kind that do not match."""
+        key = _wants(item)
+        found = self._ranked.get(key)
+        if found is None:
+            found = self._ranked[key] = self._rank(item)
+        return found
+
+    def _rank(self, item: HostItem | UnitItem) -> tuple[list[_Offer], list[str]]:
+        offers: list[_Offer] = []
+        mismatched: list[str] = []
+        selector = Selector(item) if isinstance(item, HostItem) else None
+        for name in sorted(self.descriptions):
+            desc = self.descriptions[name]
+            if desc.kind != item.kind:
+                continue
+            if selector is not None:
+                matches = [
+                    (t.id, t.max_number, t.priority,
+                     desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour)
+                    for t in desc.templates
+                    if selector.matches(t, desc.zone)
+                ]
+            else:
+                pool = desc.pool(item.resource)  # type: ignore[union-attr]
+                matches = [(pool.resource, pool.capacity, None, desc.price(pool.resource))] if pool else []
+            if not matches:
+                mismatched.append(name)
+            for key, max_number, priority, price in matches:
+                offers.append(
+                    _Offer(
+                        provider=name,
+                        key=key,
+                        priority=desc.priority if priority is None else priority,
+                        price=price,
+                        lead_time=desc.lead_time_s,
+                        max_number=max_number,
+                        capacity=desc.capacity,
+                        min_request=desc.min_request,
+                        step=desc.step,
+                    )
                 )
-            )
-    return cands, rejected
+        offers.sort(key=lambda o: o.rank)
+        return offers, mismatched
+
+
+def _unusable(rec: ProviderRecord | None) -> str | None:
+    if rec is None:
+        return "unknown provider"
+    if rec.status != "active":
+        return rec.status
+    if not rec.owner:
+        return "no owner: no daemon holds its lease"
+    return None
 
 
 def _held(view: SupplyView) -> dict[tuple[str, str], int]:

@@ -10,7 +10,7 @@ from typing import Any
 from lease.port import Lease
 from messages.states import GRANT, INSTANCE, REQUEST
 from persistence.port import Controller
-from persistence.projection import Projection
+from persistence.projection import Projection, bulk
 
 PAGE = 10_000
 
@@ -18,12 +18,13 @@ PAGE = 10_000
 def replay(controller: Controller) -> Projection:
     p = Projection()
     after = 0
-    while True:
-        facts = controller.read(after=after, limit=PAGE)
-        p.apply_all(facts)
-        if len(facts) < PAGE:
-            return p
-        after = facts[-1].seq or after
+    with bulk():
+        while True:
+            facts = controller.read(after=after, limit=PAGE)
+            p.apply_all(facts)
+            if len(facts) < PAGE:
+                return p
+            after = facts[-1].seq or after
 
 
 def _price(p: Projection, provider: str, key: str | None) -> float:

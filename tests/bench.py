@@ -1,0 +1,163 @@
+"""``make bench``: each figure printed beside its target, and written to bench-results.json.
+
+Speed is measured here and never asserted in tests. ``--smoke`` runs every
+benchmark at a tiny size so ``make test`` checks that the harness works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from messages.demand import DemandSnapshot, HostItem
+from messages.description import ProviderDescription, Template
+from messages.facts import InstanceChanged, InstanceSeen, RequestPlanned, make_fact
+from messages.records import ProviderRecord
+from persistence.bench import bench_append
+from persistence.controller import open_controller
+from persistence.projection import Projection
+from policy.planning import Catalog, PlanSettings, plan
+from policy.supply import SupplyView
+from provisioner.config import ProviderConfig
+from provisioner.views import replay
+
+
+def journal_throughput(tmp: Path, smoke: bool) -> float:
+    return bench_append(f"sqlite:///{tmp / 'journal.db'}", 2_000 if smoke else 100_000, batch=500)
+
+
+def replay_time(tmp: Path, smoke: bool) -> float:
+    """Seconds to replay a log of instance lifecycles into a projection."""
+    url = f"sqlite:///{tmp / 'replay.db'}"
+    c = open_controller(url)
+    n = 1_000 if smoke else 100_000
+    facts, i = [], 0
+    while len(facts) < n:
+        rid = f"r{i}"
+        facts.append(make_fact(RequestPlanned(action="request", supply="hosts", template="t", count=1),
+                               provider="p", fact_id=rid))
+        facts.append(make_fact(InstanceSeen(machine_id=f"m{i}", name=f"n{i}", request_id=rid, state="running"),
+                               provider="p"))
+        facts.append(make_fact(InstanceChanged(kind="instance_joined", machine_id=f"m{i}", state="joined"),
+                               provider="p"))
+        facts.append(make_fact(InstanceChanged(kind="instance_idle", machine_id=f"m{i}", state="idle"),
+                               provider="p"))
+        i += 1
+    for start in range(0, len(facts), 5_000):
+        c.append(facts[start:start + 5_000])
+    started = time.perf_counter()
+    p = replay(c)
+    elapsed = time.perf_counter() - started
+    assert len(p.instances) == i
+    c.close()
+    return elapsed
+
+
+def _planning_inputs(smoke: bool):
+    n_prov, n_tmpl, n_items = (20, 10, 20) if smoke else (1_000, 10, 1_000)
+    providers = {
+        f"p{i:04d}": ProviderRecord(name=f"p{i:04d}", owner="a", description=ProviderDescription(
+            name=f"p{i:04d}", kind="hosts", priority=i % 7, cost_per_hour=1 + i % 13,
+            templates=[Template(id=f"t{j}", max_number=50, attributes={"ncpus": 2 ** (j % 6), "type": "X86_64"})
+                       for j in range(n_tmpl)]))
+        for i in range(n_prov)
+    }
+    demand = DemandSnapshot(seq=1, items=[HostItem(id=f"d{k}", count=1 + k % 5, select={"ncpus": f">={2 ** (k % 6)}"})
+                                          for k in range(n_items)])
+    p = Projection()
+    view = SupplyView(orders=p.orders, requests=p.requests, instances=p.instances, grants=p.grants)
+    return demand, providers, view
+
+
+def planning_round(_: Path, smoke: bool) -> float:
+    """Milliseconds for one planning round over many providers, templates and items (descriptions unchanged)."""
+    demand, providers, view = _planning_inputs(smoke)
+    catalog = Catalog(providers)
+    plan(demand, providers, view, 0.0, PlanSettings(), catalog)
+    times = []
+    for _ in range(3 if smoke else 5):
+        started = time.perf_counter()
+        out = plan(demand, providers, view, 0.0, PlanSettings(), catalog)
+        times.append(time.perf_counter() - started)
+    assert len(out.decisions) == len(demand.items)
+    return statistics.median(times) * 1000
+
+
+def planning_cold(_: Path, smoke: bool) -> float:
+    """Milliseconds for the first round after descriptions changed (offers ranked anew)."""
+    demand, providers, view = _planning_inputs(smoke)
+    started = time.perf_counter()
+    plan(demand, providers, view, 0.0, PlanSettings())
+    return (time.perf_counter() - started) * 1000
+
+
+def runner_completions(tmp: Path, smoke: bool) -> float:
+    """Script runs completed per second through the real runner (posix_spawn, pipes, parsing)."""
+    from providers.runner import ScriptRunner
+
+    script = tmp / "usage"
+    script.write_text('#!/bin/sh\necho \'{"resource": "x", "in_use": 1}\'\n')
+    script.chmod(0o755)
+    cfg = ProviderConfig.model_validate({"name": "bench", "kind": "units",
+                                         "script": {"style": "v2", "path": str(script), "max_concurrent": 8}})
+    n = 50 if smoke else 2_000
+    done = threading.Semaphore(0)
+    failures: list[str] = []
+
+    def on_result(result, _tag) -> None:
+        if not result.ok:
+            failures.append(result.reason)
+        done.release()
+
+    runner = ScriptRunner(cfg, tmp / "work", on_result)
+    started = time.perf_counter()
+    for _ in range(n):
+        runner.submit("usage", {"resource": "x"})
+    for _ in range(n):
+        done.acquire(timeout=60)
+    elapsed = time.perf_counter() - started
+    runner.stop()
+    if failures:
+        raise RuntimeError(f"runner bench: {len(failures)} failures, e.g. {failures[0]}")
+    return n / elapsed
+
+
+BENCHMARKS: list[tuple[str, Callable[[Path, bool], float], str, float, str]] = [
+    # name, function, unit, target, ">=" or "<="
+    ("fact journal throughput, durable SQLite", journal_throughput, "facts/s", 20_000, ">="),
+    ("replay of 100,000 facts", replay_time, "s", 2.0, "<="),
+    ("planning 1,000 providers x 10 templates x 1,000 items", planning_round, "ms", 100.0, "<="),
+    ("  same, first round after descriptions change", planning_cold, "ms", 1000.0, "<="),
+    ("script runner completions", runner_completions, "runs/s", 300, ">="),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: check the harness, not the figures")
+    ap.add_argument("--out", default="bench-results.json")
+    args = ap.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="provisioner-bench-") as tmp:
+        for name, fn, unit, target, op in BENCHMARKS:
+            folder = Path(tmp) / fn.__name__
+            folder.mkdir()
+            value = fn(folder, args.smoke)
+            met = value >= target if op == ">=" else value <= target
+            results.append({"name": name, "value": round(value, 3), "unit": unit, "target": target, "met": met})
+            print(f"{name:58s} {value:12.2f} {unit:8s} target {op} {target:g}  {'met' if met else 'NOT MET'}",
+                  flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
