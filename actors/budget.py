@@ -90,19 +90,21 @@ class BudgetActor(Actor):
         approved: list[tuple[str, Order]] = []
         clamps: list[tuple[str, str]] = []
         for provider, order in msg.orders:
-            count = order.count
             price = self._price(provider, order.template or order.resource)
+            limits: list[tuple[str, int]] = []
             if order.supply == "hosts" and b.max_hosts is not None:
-                count = min(count, max(0, b.max_hosts - hosts))
+                limits.append(("max_hosts", b.max_hosts - hosts))
             if order.supply == "units" and b.max_units is not None:
-                count = min(count, max(0, b.max_units - units))
+                limits.append(("max_units", b.max_units - units))
             if b.max_cost_per_hour is not None and price > 0:
-                count = min(count, max(0, int((b.max_cost_per_hour - rate) / price + 1e-9)))
-            if count < order.count:
-                detail = f"{provider}: order for {order.item_id} clamped from {order.count} to {count}"
-                clamps.append(("max_hosts" if order.supply == "hosts" else "max_units", detail)
-                              if price == 0 or b.max_cost_per_hour is None else ("max_cost_per_hour", detail))
-                log.info("budget: %s", detail)
+                limits.append(("max_cost_per_hour", int((b.max_cost_per_hour - rate) / price + 1e-9)))
+            count = order.count
+            for limit, room in limits:
+                if room < count:
+                    count = max(0, room)
+                    detail = f"{provider}: order for {order.item_id} clamped from {order.count} to {count}"
+                    clamps.append((limit, detail))
+                    log.info("budget: %s by %s", detail, limit)
             if count > 0:
                 approved.append((provider, order.model_copy(update={"count": count})))
                 if order.supply == "hosts":

@@ -35,7 +35,6 @@ from messages.commands import (
     Unsubscribe,
 )
 from messages.facts import (
-    Fact,
     GrantChanged,
     InstanceChanged,
     InstanceSeen,
@@ -49,7 +48,7 @@ from messages.facts import (
     make_fact,
 )
 from messages.records import OrderRecord, RequestRecord
-from messages.scripts import Accepted, Holdings, ScriptResult, StatusReport, Usage
+from messages.scripts import Accepted, ScriptResult, StatusReport, Usage
 from messages.states import INSTANCE, REQUEST
 from persistence.port import Controller, ResourceTotal
 from persistence.projection import Projection
@@ -562,5 +561,3 @@ class ProviderActor(Actor):
             self._write([UsageObserved(resource=resource, in_use=result.output.in_use, total=result.output.total)],
                         tag=f"usage:{resource}")
 
-
-__all__ = ["ProviderActor", "Holdings", "Fact"]

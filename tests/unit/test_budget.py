@@ -1,0 +1,85 @@
+"""The BudgetActor clamps the planner's orders to the global caps."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+
+from actors.budget import BudgetActor
+from messages.commands import Committed, Review, Reviewed
+from messages.description import ProviderDescription, Template
+from messages.facts import InstanceSeen, Order, ProviderDescribed, RequestPlanned, make_fact
+from provisioner.config import BudgetConfig
+
+
+class Inbox:
+    """Stands in for an actor ref: what is told to it lands in a queue."""
+
+    def __init__(self) -> None:
+        self.q: queue.Queue = queue.Queue()
+
+    def tell(self, msg) -> None:
+        self.q.put(msg)
+
+    def get(self, kind):
+        while True:
+            msg = self.q.get(timeout=5)
+            if isinstance(msg, kind):
+                return msg
+
+
+def _facts():
+    desc = ProviderDescription(name="p", kind="hosts", cost_per_hour=1.0,
+                               templates=[Template(id="t", max_number=100, cost_per_hour=2.0)])
+    rows = [make_fact(ProviderDescribed(description=desc), provider="p"),
+            make_fact(RequestPlanned(action="request", supply="hosts", template="t", count=3), provider="p",
+                      fact_id="r1"),
+            make_fact(InstanceSeen(machine_id="m1", name="n1", request_id="r1", state="running"), provider="p")]
+    return [f.model_copy(update={"seq": i + 1}) for i, f in enumerate(rows)]
+
+
+@pytest.fixture
+def review():
+    refs = []
+
+    def run(budget: BudgetConfig, orders):
+        journal = Inbox()
+        ref = BudgetActor.start(journal, budget)
+        refs.append(ref)
+        ref.tell(Committed(facts=_facts()))
+        reply = Inbox()
+        ref.tell(Review(orders=orders, reply_to=reply))
+        return reply.get(Reviewed)
+
+    yield run
+    for ref in refs:
+        ref.stop()
+
+
+ORDER = Order(action="request", supply="hosts", item_id="d", template="t", count=10)
+
+
+def test_host_cap_counts_held_and_in_flight(review):
+    # 1 instance seen + 2 more of r1 on their way = 3 held; cap 8 leaves 5.
+    out = review(BudgetConfig(max_hosts=8), [("p", ORDER)])
+    assert [(p, o.count) for p, o in out.orders] == [("p", 5)]
+    assert out.clamps and out.clamps[0][0] == "max_hosts" and "from 10 to 5" in out.clamps[0][1]
+
+
+def test_cost_cap_uses_the_template_price(review):
+    # 3 hosts at 2.0/h run at 6.0/h; a cap of 15/h leaves room for 4 more at 2.0/h.
+    out = review(BudgetConfig(max_cost_per_hour=15.0), [("p", ORDER)])
+    assert [o.count for _, o in out.orders] == [4]
+    assert out.clamps[0][0] == "max_cost_per_hour"
+
+
+def test_the_tighter_cap_wins_and_exhausted_caps_drop_the_order(review):
+    out = review(BudgetConfig(max_hosts=20, max_cost_per_hour=10.0), [("p", ORDER), ("p", ORDER)])
+    assert [o.count for _, o in out.orders] == [2]
+    assert [c[0] for c in out.clamps] == ["max_cost_per_hour", "max_cost_per_hour"]
+
+
+def test_no_caps_no_clamps(review):
+    out = review(BudgetConfig(), [("p", ORDER)])
+    assert [o.count for _, o in out.orders] == [10] and out.clamps == []
