@@ -17,16 +17,34 @@ from persistence.port import Controller, Cursor
 log = logging.getLogger(__name__)
 
 
-class Ticker:
+class _Loop:
+    """A named daemon thread running ``_run`` until ``stop()``."""
+
+    def __init__(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class Ticker(_Loop):
     """Tells every registered actor ``Tick(now)`` every ``period`` seconds."""
 
     def __init__(self, period: float, clock: Callable[[], float] = time.time) -> None:
+        super().__init__("ticker")
         self.period = period
         self.clock = clock
         self._refs: list[Any] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ticker", daemon=True)
 
     def add(self, ref: Any) -> None:
         with self._lock:
@@ -36,14 +54,6 @@ class Ticker:
         with self._lock:
             if ref in self._refs:
                 self._refs.remove(ref)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
 
     def tick(self) -> None:
         """One round; also what tests call to drive time by hand."""
@@ -59,24 +69,15 @@ class Ticker:
             self.tick()
 
 
-class Tailer:
+class Tailer(_Loop):
     """Follows the controller's changes and hands each batch to the journal."""
 
     def __init__(self, controller: Controller, on_changes: Callable[[Any], None], cursor: Cursor) -> None:
+        super().__init__("tailer")
         self.controller = controller
         self.on_changes = on_changes
         self.cursor = cursor
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tailer", daemon=True)
         self.healthy = True
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         backoff = 0.1

@@ -54,18 +54,24 @@ class LeaseChanged(Model):
 # --- planning ---------------------------------------------------------------
 
 
-class Order(Model):
-    """The planner's instruction to a provider's owner: get or give back supply."""
+class SupplyChange(Model):
+    """What to get or give back, at one provider: the shape orders and requests share."""
 
-    kind: Literal["order"] = "order"
     action: Literal["request", "return"]
     supply: SupplyKind
     item_id: str = ""
     template: str | None = None
     resource: str | None = None
     count: int = Field(default=0, ge=0)
+    #: Returns: the machines (ids) or grants (ids) to give back.
     machines: list[str] = Field(default_factory=list)
     grants: list[str] = Field(default_factory=list)
+
+
+class Order(SupplyChange):
+    """The planner's instruction to a provider's owner: get or give back supply."""
+
+    kind: Literal["order"] = "order"
     reason: str = ""
 
 
@@ -102,19 +108,11 @@ class BudgetEvent(Model):
 # --- requests (both directions: getting supply and giving it back) ----------
 
 
-class RequestPlanned(Model):
+class RequestPlanned(SupplyChange):
     """The intent fact. Its fact id is the request id and the script's idempotency token."""
 
     kind: Literal["request_planned"] = "request_planned"
-    action: Literal["request", "return"]
-    supply: SupplyKind
     order_id: str = ""
-    item_id: str = ""
-    template: str | None = None
-    resource: str | None = None
-    count: int = Field(default=0, ge=0)
-    machines: list[str] = Field(default_factory=list)
-    grants: list[str] = Field(default_factory=list)
 
 
 class RequestChanged(Model):

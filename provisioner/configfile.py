@@ -524,12 +524,9 @@ def _no_provider(name: str, names: list[str]) -> str:
 
 def _mode_problem(path: Path) -> str | None:
     """A file holding credentials must be readable by its owner only."""
-    if not path.exists():
-        return f"no such file: {path}"
-    if not path.is_file():
-        return f"not a file: {path}"
-    if not os.access(path, os.R_OK):
-        return f"cannot read {path} (permission denied)"
+    problem = _readable_problem(path)
+    if problem:
+        return problem
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         return f"mode {mode:04o} is too open, use 0600 (chmod 600 {path})"
