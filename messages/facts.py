@@ -12,8 +12,8 @@ request), which only ever asks an owner to act and never acts itself.
 
 from __future__ import annotations
 
+import os
 import time as _time
-import uuid
 from typing import Annotated, Literal, Union
 
 from pydantic import Field
@@ -25,8 +25,8 @@ SCHEMA_VERSION = 1
 
 
 def new_id(prefix: str) -> str:
-    """A unique, ASCII, sortable-enough id; used as idempotency token for intents."""
-    return f"{prefix}-{uuid.uuid4().hex[:20]}"
+    """A unique ASCII id (80 random bits); intents use it as their idempotency token."""
+    return f"{prefix}-{os.urandom(10).hex()}"
 
 
 # --- provider and leases ---------------------------------------------------

@@ -102,38 +102,63 @@ class SqliteController:
         with self._db.write() as conn:
             now = self._clock()
             verdicts: dict[tuple[str, int], str | None] = {}
+            fresh: dict[str, Fact] = {}
             for fact in facts:
+                reason = None
                 if fact.lease:
                     key = (fact.lease, fact.fence)
                     if key not in verdicts:
                         verdicts[key] = self.leases.refusal(conn, fact.lease, fact.fence, now)
                     reason = verdicts[key]
-                    if reason is not None:
-                        stored = self._stored(conn, fact)
-                        if stored is not None:
-                            accepted.append(stored)
-                        else:
-                            refused.append(
-                                RefusedFact(id=fact.id, lease=fact.lease, fence=fact.fence, reason=reason)
-                            )
-                        continue
-                accepted.append(self._insert(conn, fact))
+                if reason is None:
+                    fresh.setdefault(fact.id, fact)
+                    continue
+                stored = self._stored(conn, fact)
+                if stored is not None:
+                    accepted.append(stored)
+                else:
+                    refused.append(RefusedFact(id=fact.id, lease=fact.lease, fence=fact.fence, reason=reason))
+            stored_ids = self._stored_many(conn, fresh)
+            new = [f for i, f in fresh.items() if i not in stored_ids]
+            accepted += stored_ids.values()
+            accepted += self._insert_many(conn, new)
+            # Every input gets one outcome: a repeat within the batch is accepted as its first copy.
+            outcome = {f.id: f for f in accepted}
+            repeats = len(facts) - len(refused) - len(outcome)
+            if repeats:
+                accepted = [outcome[f.id] for f in facts if f.id in outcome]
         accepted.sort(key=lambda f: f.seq or 0)
         return AppendResult(accepted=accepted, refused=refused)
 
-    def _insert(self, conn: sqlite3.Connection, fact: Fact) -> Fact:
-        """Store ``fact`` unless its id is already stored; either way return the stored fact."""
-        body = fact.model_dump(mode="json", exclude_none=True, exclude={"seq"})
-        cur = conn.execute(
-            "INSERT INTO facts (id, time, provider, lease, fence, kind, v, payload)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            (fact.id, fact.time, fact.provider, fact.lease, fact.fence, fact.kind, fact.v, orjson.dumps(body)),
+    def _insert_many(self, conn: sqlite3.Connection, facts: list[Fact]) -> list[Fact]:
+        """Insert facts whose ids are not stored; they take consecutive seqs (we hold the write lock)."""
+        if not facts:
+            return []
+        first = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM facts").fetchone()[0] + 1
+        conn.executemany(
+            "INSERT INTO facts (seq, id, time, provider, lease, fence, kind, v, payload)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (first + i, f.id, f.time, f.provider, f.lease, f.fence, f.kind, f.v,
+                 f.model_dump_json(exclude_none=True, exclude={"seq"}).encode())
+                for i, f in enumerate(facts)
+            ],
         )
-        if cur.rowcount:
-            return fact.model_copy(update={"seq": cur.lastrowid})
-        stored = self._stored(conn, fact)
-        assert stored is not None, "ON CONFLICT ignored an insert whose id is not stored"
-        return stored
+        return [f.model_copy(update={"seq": first + i}) for i, f in enumerate(facts)]
+
+    def _stored_many(self, conn: sqlite3.Connection, facts: dict[str, Fact]) -> dict[str, Fact]:
+        """The stored facts among ``facts`` (a retry after an unknown outcome finds its facts here)."""
+        found: dict[str, Fact] = {}
+        ids = list(facts)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            rows = conn.execute(
+                f"SELECT id, seq, payload FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk
+            ).fetchall()
+            for fact_id, seq, payload in rows:
+                # A stored copy that no longer decodes is still the same fact, at its seq.
+                found[fact_id] = self._decode_fact(seq, payload) or facts[fact_id].model_copy(update={"seq": seq})
+        return found
 
     def _stored(self, conn: sqlite3.Connection, fact: Fact) -> Fact | None:
         row = conn.execute("SELECT seq, payload FROM facts WHERE id = ?", (fact.id,)).fetchone()
