@@ -60,7 +60,8 @@ class JournalActor(Actor):
     def __init__(
         self,
         controller: Controller,
-        on_commit: Callable[[int, float], None] | None = None,
+        *,
+        on_commit: Callable[[list[Fact], float], None] | None = None,
         max_batch: int = 2_000,
     ) -> None:
         super().__init__()
@@ -107,7 +108,11 @@ class JournalActor(Actor):
                     self._tell(msg.reply_to, Appended(tag=msg.tag, error=str(exc)))
             return
         if self.on_commit is not None:
-            self.on_commit(len(result.accepted), time.perf_counter() - started)
+            # Metrics and the audit log hang here; their failure must not lose the commit's replies.
+            try:
+                self.on_commit(result.accepted, time.perf_counter() - started)
+            except Exception:
+                log.exception("journal: on_commit hook failed")
         for fact in result.accepted:
             log.info("%s", summary(fact))
         refused = {r.id: r for r in result.refused}

@@ -8,6 +8,7 @@ turn time and the controller's changes into messages).
 from __future__ import annotations
 
 import logging
+import queue
 import signal
 import threading
 import time
@@ -18,6 +19,8 @@ from actors.budget import BudgetActor
 from actors.journal import Feed, JournalActor
 from actors.lease import LeaseActor
 from actors.pumps import Tailer, Ticker
+from messages.commands import Append, Appended
+from messages.facts import Fact
 from persistence.controller import open_controller
 from persistence.port import Controller, Cursor
 from providers.runner import ScriptRunner
@@ -39,12 +42,14 @@ class Daemon:
         clock: Callable[[], float] = time.time,
         runner_factory: Callable[..., Any] = default_runner,
         tick: float | None = None,
+        on_commit: Callable[[list[Fact], float], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.home = home
         self.controller = controller or open_controller(cfg.controller.url, clock=clock)
         self.clock = clock
         self.runner_factory = runner_factory
+        self.on_commit = on_commit
         period = tick or max(0.05, min(cfg.policy.poll_every, cfg.policy.plan_every, cfg.lease.renew_every) / 4)
         self.ticker = Ticker(period, clock=clock)
         self.journal: Any = None
@@ -62,7 +67,7 @@ class Daemon:
             demand=demand.seq if demand else 0,
             host_events=(events[-1].seq or 0) if events else 0,
         )
-        self.journal = JournalActor.start(c)
+        self.journal = JournalActor.start(c, on_commit=self.on_commit)
         self.budget = BudgetActor.start(self.journal, self.cfg.budget)
         self.leases = LeaseActor.start(
             self.cfg, c, self.journal, self.budget, self.ticker, self.runner_factory, self.home, clock=self.clock
@@ -76,6 +81,24 @@ class Daemon:
         log.info("daemon %s started: serves %s%s", self.cfg.instance.id, ", ".join(self.cfg.instance.serves) or "nothing",
                  " and may plan" if self.cfg.instance.planner else "")
         return self
+
+    def write(self, facts: list[Fact], timeout: float = 10.0) -> Appended:
+        """Commit facts through the journal from a thread that is not an actor (REST handlers).
+
+        Operators' requests are unfenced facts (``lease == ""``) that the owner
+        of the provider carries out; this waits for the commit, bounded.
+        """
+        replies: queue.Queue[Appended] = queue.Queue()
+
+        class _Reply:
+            def tell(self, msg: Appended) -> None:
+                replies.put(msg)
+
+        self.journal.tell(Append(facts=facts, reply_to=_Reply(), tag="external"))
+        try:
+            return replies.get(timeout=timeout)
+        except queue.Empty:
+            return Appended(tag="external", error=f"no answer from the journal within {timeout:.0f}s")
 
     def stop(self) -> None:
         if self._stopped.is_set():
