@@ -32,6 +32,7 @@ from messages.commands import (
     Unsubscribe,
 )
 from messages.facts import Fact, summary
+from persistence.failpoints import failpoint
 from persistence.port import Changes, Controller
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ class JournalActor(Actor):
     def _commit(self, batch: list[Append]) -> None:
         facts = [f for msg in batch for f in msg.facts]
         started = time.perf_counter()
+        failpoint("journal.before_commit")
         try:
             result = self.controller.append(facts)
         except ControllerUnavailable as exc:
@@ -113,6 +115,7 @@ class JournalActor(Actor):
                 self.on_commit(result.accepted, time.perf_counter() - started)
             except Exception:
                 log.exception("journal: on_commit hook failed")
+        failpoint("journal.after_commit")
         for fact in result.accepted:
             log.info("%s", summary(fact))
         refused = {r.id: r for r in result.refused}

@@ -46,12 +46,15 @@ from messages.facts import (
     ResourceTotalChanged,
     UsageObserved,
     make_fact,
+    new_id,
 )
 from messages.records import OrderRecord, RequestRecord
-from messages.scripts import Accepted, ScriptResult, StatusReport, Usage
+from messages.scripts import Accepted, Holdings, Reclaims, ScriptResult, StatusReport, Usage
 from messages.states import INSTANCE, REQUEST
+from persistence.failpoints import failpoint
 from persistence.port import Controller, ResourceTotal
 from persistence.projection import Projection
+from providers.contract import supports
 from providers.describe import merge_description
 from provisioner.config import PolicyConfig, ProviderConfig, ResourceConfig
 
@@ -63,6 +66,10 @@ MAX_ATTEMPTS = 5
 DISABLING = frozenset({"credentials", "config", "spawn_error"})
 #: Instance states from which a return may be planned.
 RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planned" in dsts)
+#: Instances the provider must still hold; one missing from its list is lost.
+HELD = frozenset({"running", "joined", "idle", "busy"})
+#: Orphan searches and reclaim checks run this many status polls apart.
+SCAN_EVERY_POLLS = 12
 
 
 def backoff(attempts: int, cap: float, base: float = 1.0) -> float:
@@ -106,6 +113,11 @@ class ProviderActor(Actor):
         self.last_usage = 0.0
         self.describe_due = 0.0
         self.describe_failures = 0
+        self.last_scan = 0.0
+        #: machine id -> when the orphan search first found it unknown to the facts
+        self.unknown_since: dict[str, float] = {}
+        #: machine id -> scans in a row that did not list a machine we hold
+        self.missing: dict[str, int] = {}
         self.runner: Any = None
 
     # --- lifecycle -----------------------------------------------------------------
@@ -125,6 +137,11 @@ class ProviderActor(Actor):
         # Called on a runner thread: hand it to the actor's own thread.
         if self.actor_ref.is_alive():
             self.actor_ref.tell(ScriptDone(result=result, tag=tag))
+
+    @property
+    def _tags(self) -> dict[str, str]:
+        """What marks supply as ours at the provider: every request carries it, ``list`` asks by it."""
+        return {"provisioner-provider": self.name}
 
     @property
     def acting(self) -> bool:
@@ -241,8 +258,12 @@ class ProviderActor(Actor):
             if req.state == "planned":
                 self._carry_out(req, now)
         self._expire(now)
+        self._watch_joins(now)
+        self._replan_returns(now)
         if now - self.last_poll >= self.policy.poll_every and "status" not in self.busy:
             self._poll(now)
+        if now - self.last_scan >= self.policy.poll_every * SCAN_EVERY_POLLS:
+            self._scan(now)
         if self.cfg.kind == "units" and now - self.last_usage >= self.policy.poll_every:
             self._usage(now)
         self._totals()
@@ -258,6 +279,7 @@ class ProviderActor(Actor):
         if o.action == "request":
             if reqs or status != "active" or now - order.at > self.policy.request_timeout:
                 return
+            failpoint("request.before_intent")
             payloads: list[Payload] = [
                 RequestPlanned(
                     action="request", supply=o.supply, order_id=order.id, item_id=o.item_id,
@@ -266,44 +288,97 @@ class ProviderActor(Actor):
             ]
             self._write(payloads, tag=f"order:{order.id}", ids=[f"{order.id}.1"])
             return
-        # A return: (re)plan whatever of it is not back yet, after a pause if the last try failed.
-        if reqs and now - (reqs[-1].history.since(reqs[-1].state) or 0) < self.policy.cooldown / 4:
+        # A return: give back what of it is still ours to give (failed returns are re-planned
+        # by ``_replan_returns``, whoever asked for them).
+        if reqs:
             return
-        request_id = f"{order.id}.{len(reqs) + 1}"
         if o.supply == "hosts":
-            machines = [
-                m for m in o.machines
-                if (inst := self.p.instances.get(f"{self.name}/{m}")) is not None
-                and (inst.state in RETURNABLE and inst.state != "busy"
-                     or inst.state == "return_planned" and not self._active(inst.return_request_id))
-            ]
-            if not machines:
-                return
-            payloads = [RequestPlanned(action="return", supply="hosts", order_id=order.id,
-                                       count=len(machines), machines=machines)]
-            payloads += [
-                InstanceChanged(kind="instance_return_planned", machine_id=m, state="return_planned",
-                                request_id=request_id, reason=o.reason)
-                for m in machines
-            ]
+            machines = [m for m in o.machines
+                        if (inst := self.p.instances.get(f"{self.name}/{m}")) is not None
+                        and inst.state in RETURNABLE and (inst.state != "busy" or o.reason.startswith("operator"))]
+            self._plan_return(machines, [], o.reason, order_id=order.id)
         else:
-            grants = [
-                g for g in o.grants
-                if (gr := self.p.grants.get(g)) is not None
-                and (gr.state == "granted" or gr.state == "return_planned" and not self._active(gr.return_request_id))
-            ]
-            if not grants:
-                return
+            grants = [g for g in o.grants if (gr := self.p.grants.get(g)) is not None
+                      and gr.state in ("granted", "orphaned")]
+            self._plan_return([], grants, o.reason, order_id=order.id)
+
+    def _plan_return(self, machines: list[str], grants: list[str], reason: str, order_id: str = "") -> None:
+        """Write a return's intent with its instances or grants moved to ``return_planned``, in one batch."""
+        if not machines and not grants:
+            return
+        tag = f"order:{order_id}" if order_id else f"return:{','.join(sorted(machines + grants))}"
+        if f"write:{tag}" in self.busy:
+            return
+        failpoint("return.before_intent")
+        if order_id:
+            request_id = f"{order_id}.{len(self.p.requests_of(order_id)) + 1}"
+        else:
+            request_id = new_id("return")
+        payloads: list[Payload]
+        if machines:
+            payloads = [RequestPlanned(action="return", supply="hosts", order_id=order_id, count=len(machines),
+                                       machines=machines)]
+            payloads += [InstanceChanged(kind="instance_return_planned", machine_id=m, state="return_planned",
+                                         request_id=request_id, reason=reason)
+                         for m in machines if self.p.instances[f"{self.name}/{m}"].state != "return_planned"]
+        else:
+            resource = self.p.grants[grants[0]].resource
             count = sum(self.p.grants[g].count for g in grants)
-            payloads = [RequestPlanned(action="return", supply="units", order_id=order.id, resource=o.resource,
+            payloads = [RequestPlanned(action="return", supply="units", order_id=order_id, resource=resource,
                                        count=count, grants=grants)]
-            payloads += [
-                GrantChanged(kind="grant_return_planned", grant_id=g, resource=self.p.grants[g].resource,
-                             state="return_planned", request_id=request_id, count=self.p.grants[g].count)
-                for g in grants
-            ]
+            payloads += [GrantChanged(kind="grant_return_planned", grant_id=g, resource=self.p.grants[g].resource,
+                                      state="return_planned", request_id=request_id, count=self.p.grants[g].count)
+                         for g in grants if self.p.grants[g].state != "return_planned"]
         ids: list[str | None] = [request_id] + [None] * (len(payloads) - 1)
-        self._write(payloads, tag=f"order:{order.id}", ids=ids)
+        self._write(payloads, tag=tag, ids=ids)
+
+    def _replan_returns(self, now: float) -> None:
+        """Give back again what a failed return left behind, and orphans when the policy says so."""
+        pause = self.policy.cooldown / 4
+        orphans_go = self.policy.orphans == "return"
+        machines: dict[str, list[str]] = {}
+        for inst in self.p.instances.values():
+            if inst.provider != self.name:
+                continue
+            if inst.state == "return_planned" and self._settled(inst.return_request_id, now, pause):
+                machines.setdefault("its last return failed: return again", []).append(inst.machine_id)
+            elif inst.state == "orphaned" and orphans_go:
+                machines.setdefault("orphans: return", []).append(inst.machine_id)
+        grants: dict[tuple[str, str], list[str]] = {}
+        for grant in self.p.grants.values():
+            if grant.provider != self.name:
+                continue
+            if grant.state == "return_planned" and self._settled(grant.return_request_id, now, pause):
+                grants.setdefault((grant.resource, "its last return failed: return again"), []).append(grant.id)
+            elif grant.state == "orphaned" and orphans_go and grant.count:
+                grants.setdefault((grant.resource, "orphans: return"), []).append(grant.id)
+        for reason, ids in sorted(machines.items()):
+            self._plan_return(sorted(ids), [], reason)
+        for (_, reason), ids in sorted(grants.items()):
+            self._plan_return([], sorted(ids), reason)
+
+    def _settled(self, request_id: str, now: float, pause: float) -> bool:
+        """True when the return request behind a record ended without giving it back, a pause ago."""
+        req = self.p.requests.get(request_id)
+        if req is None:
+            return True
+        if req.state not in ("failed", "timed_out"):
+            return False
+        ended = req.history.since(req.state) or 0.0
+        return now - ended >= pause
+
+    def _watch_joins(self, now: float) -> None:
+        """A host that never joins within join_timeout is an orphan: paid for, serving no one."""
+        payloads: list[Payload] = []
+        for inst in self.p.instances.values():
+            if inst.provider != self.name or inst.state not in ("provisioning", "running"):
+                continue
+            if now - inst.seen_at > self.policy.join_timeout:
+                payloads.append(InstanceChanged(
+                    kind="instance_orphan_found", machine_id=inst.machine_id, state="orphaned",
+                    reason=f"never joined within join_timeout {self.policy.join_timeout:.0f}s"))
+        if payloads:
+            self._write(payloads, tag="join-timeouts")
 
     def _active(self, request_id: str) -> bool:
         req = self.p.requests.get(request_id)
@@ -322,7 +397,8 @@ class ProviderActor(Actor):
         if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, self.policy.backoff_max):
             return
         if req.action == "request":
-            doc: dict[str, Any] = {"token": req.id, "count": req.count, "tags": {"provisioner-request": req.id}}
+            doc: dict[str, Any] = {"token": req.id, "count": req.count,
+                                   "tags": {**self._tags, "provisioner-request": req.id}}
             doc["template" if req.supply == "hosts" else "resource"] = req.template or req.resource
         elif req.supply == "hosts":
             doc = {"token": req.id, "machines": [
@@ -331,6 +407,7 @@ class ProviderActor(Actor):
             ]}
         else:
             doc = {"token": req.id, "resource": req.resource, "count": req.count, "grants": req.grants}
+        failpoint(f"{req.action}.after_intent")
         self._run("request" if req.action == "request" else "return", doc, tag=("request", req.id), key=key,
                   token=req.id)
 
@@ -346,11 +423,27 @@ class ProviderActor(Actor):
         kind = "request_failed" if state == "failed" else "request_timed_out"
         payloads: list[Payload] = [RequestChanged(kind=kind, request_id=req.id, state=state, reason=reason,
                                                   outcome=outcome)]
+        lost_track = state == "timed_out"
         if req.action == "request" and req.supply == "units" and req.id in self.p.grants:
             g = self.p.grants[req.id]
             if g.state == "requested":
-                payloads.append(GrantChanged(kind="grant_failed", grant_id=g.id, resource=g.resource,
-                                             state="failed", request_id=req.id, reason=reason))
+                # A timed-out grant may exist after all: an orphan until the provider says otherwise.
+                payloads.append(GrantChanged(
+                    kind="grant_orphan_found" if lost_track else "grant_failed", grant_id=g.id,
+                    resource=g.resource, state="orphaned" if lost_track else "failed", request_id=req.id,
+                    reason=reason))
+        elif req.action == "return" and lost_track:
+            why = f"its return {req.id} never completed"
+            payloads += [InstanceChanged(kind="instance_orphan_found", machine_id=m, state="orphaned",
+                                         request_id=req.id, reason=why)
+                         for m in req.machines
+                         if (i := self.p.instances.get(f"{self.name}/{m}")) is not None
+                         and i.return_request_id == req.id and i.state in ("return_planned", "returning")]
+            payloads += [GrantChanged(kind="grant_orphan_found", grant_id=g, resource=self.p.grants[g].resource,
+                                      state="orphaned", request_id=req.id, reason=why, count=self.p.grants[g].count)
+                         for g in req.grants
+                         if g in self.p.grants and self.p.grants[g].return_request_id == req.id
+                         and self.p.grants[g].state in ("return_planned", "returning")]
         log.warning("provider %s: request %s %s: %s", self.name, req.id, state, reason)
         self._write(payloads, tag=f"req:{req.id}")
 
@@ -370,6 +463,27 @@ class ProviderActor(Actor):
         if ids:
             self._run("status", {"requests": [{"requestId": pid} for pid in ids]}, tag=("status", ids),
                       key="status")
+
+    def _scan(self, now: float) -> None:
+        """Ask the provider what it holds and what it takes back; compare with the facts.
+
+        v2 scripts answer ``list``; LSF-style scripts cannot, so every request
+        they ever accepted is asked for its machines instead.
+        """
+        self.last_scan = now
+        style = self.cfg.script.style
+        if supports(style, "list") and "list" not in self.busy:
+            self._run("list", {"tags": self._tags}, tag=("list", now), key="list")
+        elif not supports(style, "list") and "scan-status" not in self.busy:
+            ids = {r.provider_request_id: r.id for r in self.p.requests.values()
+                   if r.action == "request" and r.provider_request_id}
+            if ids:
+                self._run("status", {"requests": [{"requestId": pid} for pid in ids]}, tag=("scan-status", ids),
+                          key="scan-status")
+        held = [{"name": i.name, "machineId": i.machine_id} for i in self.p.instances.values()
+                if i.provider == self.name and i.state in HELD]
+        if self.cfg.kind == "hosts" and held and supports(style, "reclaims") and "reclaims" not in self.busy:
+            self._run("reclaims", {"machines": held}, tag=("reclaims",), key="reclaims")
 
     def _instances_of(self, request_id: str) -> list:
         return [i for i in self.p.instances.values() if i.request_id == request_id]
@@ -424,6 +538,12 @@ class ProviderActor(Actor):
             self._status(rest[0], result)
         elif kind == "usage":
             self._used(rest[0], result)
+        elif kind == "list":
+            self._listed(rest[0], result)
+        elif kind == "scan-status":
+            self._scanned(result)
+        elif kind == "reclaims":
+            self._reclaimed(result)
 
     def _disable(self, result: ScriptResult) -> None:
         if self.p.provider(self.name).status != "disabled" and "write:disable" not in self.busy:
@@ -451,6 +571,7 @@ class ProviderActor(Actor):
         req = self.p.requests.get(request_id)
         if req is None or req.state != "planned":
             return
+        failpoint(f"{req.action}.after_script")
         if result.ok and isinstance(result.output, Accepted):
             payloads: list[Payload] = [RequestChanged(kind="request_submitted", request_id=req.id, state="submitted",
                                                       provider_request_id=result.output.provider_request_id)]
@@ -551,6 +672,66 @@ class ProviderActor(Actor):
                                            reason=(m.message if m else st.message) or "return failed"))
         return out
 
+    def _listed(self, started: float, result: ScriptResult) -> None:
+        if not result.ok or not isinstance(result.output, Holdings):
+            log.warning("provider %s: orphan search failed: %s", self.name, result.reason)
+            return
+        now = self.clock()
+        held = result.output
+        payloads = _unknown_machines(self, held.machines, now)
+        listed = {m.machine_id for m in held.machines}
+        for inst in self.p.instances.values():
+            if inst.provider != self.name or inst.state not in HELD or inst.machine_id in listed:
+                self.missing.pop(inst.machine_id, None)
+                continue
+            if inst.seen_at >= started:
+                continue  # recorded after the list was taken
+            # Absent from two lists in a row: the provider no longer has it.
+            self.missing[inst.machine_id] = self.missing.get(inst.machine_id, 0) + 1
+            if self.missing[inst.machine_id] >= 2:
+                payloads.append(InstanceChanged(kind="instance_lost", machine_id=inst.machine_id, state="lost",
+                                                reason="no longer held by the provider"))
+                del self.missing[inst.machine_id]
+        for g in held.grants:
+            key = g.token or g.request_id
+            grant = self.p.grants.get(key)
+            if grant is None:
+                orphan_id = f"orphan-{key}" if key else new_id("orphan")
+                if orphan_id not in self.p.grants:
+                    payloads.append(GrantChanged(kind="grant_orphan_found", grant_id=orphan_id, resource=g.resource,
+                                                 state="orphaned", count=g.count,
+                                                 reason="held by the provider, unknown to the facts"))
+            elif grant.state == "failed":
+                payloads.append(GrantChanged(kind="grant_orphan_found", grant_id=grant.id, resource=grant.resource,
+                                             state="orphaned", count=g.count,
+                                             reason="recorded as failed, yet the provider still holds it"))
+        if payloads:
+            self._write(payloads, tag="orphans")
+
+    def _scanned(self, result: ScriptResult) -> None:
+        if not result.ok or not isinstance(result.output, StatusReport):
+            log.warning("provider %s: orphan search by status failed: %s", self.name, result.reason)
+            return
+        machines = [m for st in result.output.requests for m in st.machines if m.result != "fail"]
+        payloads = _unknown_machines(self, machines, self.clock())
+        if payloads:
+            self._write(payloads, tag="orphans")
+
+    def _reclaimed(self, result: ScriptResult) -> None:
+        if not result.ok or not isinstance(result.output, Reclaims):
+            log.warning("provider %s: reclaims check failed: %s", self.name, result.reason)
+            return
+        payloads: list[Payload] = []
+        for r in result.output.machines:
+            inst = self.p.instances.get(f"{self.name}/{r.machine_id}") if r.machine_id else None
+            if inst is None and r.name:
+                inst = self.p.instance_by_name(self.name, r.name)
+            if inst is not None and inst.state not in INSTANCE.terminal and INSTANCE.allowed(inst.state, "lost"):
+                payloads.append(InstanceChanged(kind="instance_lost", machine_id=inst.machine_id, state="lost",
+                                                reason="taken back by the provider"))
+        if payloads:
+            self._write(payloads, tag="reclaims")
+
     def _used(self, resource: str, result: ScriptResult) -> None:
         if not result.ok or not isinstance(result.output, Usage):
             if result.outcome != "ok":
@@ -561,3 +742,34 @@ class ProviderActor(Actor):
             self._write([UsageObserved(resource=resource, in_use=result.output.in_use, total=result.output.total)],
                         tag=f"usage:{resource}")
 
+
+
+# The orphan search and reclaims are long enough to read on their own.
+def _unknown_machines(actor: ProviderActor, machines: list, now: float) -> list[Payload]:
+    """Machines the provider holds for us that no fact knows, once they stay unknown long enough.
+
+    A machine of a request whose answer is not recorded yet is unknown for a
+    moment; it becomes an orphan only when no request of ours is unresolved,
+    or when it has stayed unknown for request_timeout.
+    """
+    unresolved = any(r.state not in REQUEST.terminal for r in actor.p.requests.values() if r.action == "request")
+    out: list[Payload] = []
+    listed = set()
+    for m in machines:
+        listed.add(m.machine_id)
+        inst = actor.p.instances.get(f"{actor.name}/{m.machine_id}")
+        if inst is not None:
+            if inst.state == "failed" and m.result != "fail":
+                out.append(InstanceChanged(kind="instance_orphan_found", machine_id=m.machine_id, state="orphaned",
+                                           reason="recorded as failed, yet the provider still holds it"))
+            continue
+        first = actor.unknown_since.setdefault(m.machine_id, now)
+        if unresolved and now - first < actor.policy.request_timeout:
+            continue
+        out.append(InstanceSeen(machine_id=m.machine_id, name=m.name or m.machine_id, template=m.template,
+                                state="orphaned", launched_at=m.launched_at, private_ip=m.private_ip,
+                                reason="held by the provider, unknown to the facts"))
+    for machine_id in list(actor.unknown_since):
+        if machine_id not in listed or f"{actor.name}/{machine_id}" in actor.p.instances:
+            del actor.unknown_since[machine_id]
+    return out

@@ -143,6 +143,8 @@ class InstanceSeen(Model):
     state: str = "provisioning"
     launched_at: float | None = None
     private_ip: str | None = None
+    #: Why it is recorded in this state (an orphan: what the search found).
+    reason: str = ""
 
 
 class InstanceChanged(Model):
@@ -183,6 +185,7 @@ class GrantChanged(Model):
         "grant_returning",
         "grant_returned",
         "grant_failed",
+        "grant_orphan_found",
     ]
     grant_id: str
     resource: str

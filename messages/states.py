@@ -107,14 +107,16 @@ INSTANCE = StateMachine(
             "joined": "the host joined before a status poll saw it running",
             "failed": "status says the machine failed to start",
             "lost": "the provider took it back or no longer has it",
-            "return_planned": "never came up within join_timeout, or an operator returns it",
+            "return_planned": "an operator returns it",
+            "orphaned": "never came up within join_timeout",
         },
         "running": {
             "joined": "the host joined the cluster",
             "idle": "the scheduler reports it idle (its join event was missed)",
             "busy": "the scheduler reports it busy (its join event was missed)",
             "lost": "the provider took it back or no longer has it",
-            "return_planned": "never joined within join_timeout, or an operator returns it",
+            "return_planned": "an operator returns it",
+            "orphaned": "never joined within join_timeout",
         },
         "joined": {
             "idle": "the scheduler has no work for it",
@@ -136,19 +138,23 @@ INSTANCE = StateMachine(
             "returning": "the return script answered with the provider's request id",
             "returned": "the provider says it is already gone",
             "lost": "the provider took it back before our return",
+            "orphaned": "its return never completed within request_timeout",
         },
         "returning": {
             "returned": "status says the return is done",
             "return_planned": "the return failed: plan it again under a new token",
             "lost": "the provider lost it while returning",
+            "orphaned": "its return never completed within request_timeout",
         },
         "failed": {
             "return_planned": "a failed machine may still be held and billed: give it back",
             "returned": "the provider confirms it holds nothing",
+            "orphaned": "the provider still lists it: held, and maybe billed",
         },
         "orphaned": {
             "return_planned": "orphans: return, or an operator returns it",
             "returned": "it vanished at the provider on its own",
+            "joined": "it joined the cluster after all (late, or after an operator fixed it)",
         },
     },
     on_restart={
@@ -170,11 +176,12 @@ INSTANCE = StateMachine(
 
 GRANT = StateMachine(
     name="grant",
-    initial=frozenset({"requested", "granted"}),
+    initial=frozenset({"requested", "granted", "orphaned"}),
     edges={
         "requested": {
             "granted": "status says the units are granted",
             "failed": "the request failed or was granted nothing",
+            "orphaned": "never confirmed within request_timeout",
         },
         "granted": {
             "return_planned": "unused past idle_time and min hold, or an operator returns it",
@@ -182,10 +189,19 @@ GRANT = StateMachine(
         "return_planned": {
             "returning": "the return script answered with the provider's request id",
             "returned": "the provider says it is already back",
+            "orphaned": "its return never completed within request_timeout",
         },
         "returning": {
             "returned": "status says the return is done",
             "return_planned": "the return failed: plan it again under a new token",
+            "orphaned": "its return never completed within request_timeout",
+        },
+        "failed": {
+            "orphaned": "the provider holds it after all (found by the orphan search)",
+        },
+        "orphaned": {
+            "return_planned": "orphans: return, or an operator returns it",
+            "returned": "the provider no longer holds it",
         },
     },
     on_restart={
@@ -195,8 +211,9 @@ GRANT = StateMachine(
         "returning": OnRestart.POLL,
         "returned": OnRestart.KEEP,
         "failed": OnRestart.KEEP,
+        "orphaned": OnRestart.KEEP,
     },
-    terminal=frozenset({"returned", "failed"}),
+    terminal=frozenset({"returned"}),
 )
 
 

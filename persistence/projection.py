@@ -228,13 +228,14 @@ class Projection:
             provider=fact.provider,
             machine_id=p.machine_id,
             name=p.name,
-            history=History().advance(INSTANCE, p.state, fact.time),
+            history=History().advance(INSTANCE, p.state, fact.time, p.reason),
             request_id=p.request_id,
             template=p.template or (req.template if req else None),
             item_id=req.item_id if req else "",
             launched_at=p.launched_at,
             seen_at=fact.time,
             private_ip=p.private_ip,
+            reason=p.reason,
         )
         if p.state in INSTANCE.terminal:
             rec.ended_at = fact.time
@@ -259,10 +260,17 @@ class Projection:
             rec.reason = p.reason
 
     def _grant_changed(self, fact: Fact, p: GrantChanged) -> None:
+        if p.kind == "grant_orphan_found" and p.grant_id not in self.grants:
+            # Held at the provider under a token no fact knows: a record starts here.
+            self.grants[p.grant_id] = GrantRecord(
+                provider=fact.provider, id=p.grant_id, resource=p.resource,
+                history=History().advance(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
+            )
+            return
         rec = self.grants[p.grant_id]
         if p.state != rec.state:
             rec.history = rec.history.advance(GRANT, p.state, fact.time, p.reason)
-        if p.state == "granted":
+        if p.state == "granted" or (p.state == "orphaned" and p.count):
             rec.count = p.count
             rec.granted_at = fact.time
         if p.state in ("return_planned", "returning") and p.request_id:

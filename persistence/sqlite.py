@@ -29,6 +29,7 @@ import orjson
 from lease.sqlite import Clock, SqliteDatabase, SqliteLeases
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind
 from messages.facts import Fact
+from persistence.failpoints import failpoint
 from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,8 @@ class SqliteController:
             new = [f for i, f in fresh.items() if i not in stored_ids]
             accepted += stored_ids.values()
             accepted += self._insert_many(conn, new)
+            if new:
+                failpoint("journal.mid_batch")
             # Every input gets one outcome: a repeat within the batch is accepted as its first copy.
             outcome = {f.id: f for f in accepted}
             repeats = len(facts) - len(refused) - len(outcome)

@@ -39,6 +39,20 @@ def sim_provider(tmp: Path, name: str, sim: dict, **script: Any) -> dict:
             "script": {"style": "v2", "path": str(SIM_SCRIPT), "timeout": "10s", **script}}
 
 
+def sim_call(folder: Path, action: str, doc: dict | None = None, *admin: str) -> Any:
+    """Act on a simulated provider directly, as its cloud's console would (no daemon involved)."""
+    import subprocess
+
+    env = {"PATH": "/usr/bin:/bin", "SIM_CONFIG": str(folder / "sim.json"), "SIM_STATE_DIR": str(folder / "state")}
+    if action == "admin":
+        argv = [str(SIM_SCRIPT), "admin", *admin]
+    else:
+        (folder / "in.json").write_text(json.dumps(doc or {}))
+        argv = [str(SIM_SCRIPT), action, "-f", str(folder / "in.json")]
+    out = subprocess.run(argv, capture_output=True, env=env, timeout=10, check=True)
+    return json.loads(out.stdout) if out.stdout.strip() else None
+
+
 HOSTS_SIM = {
     "kind": "hosts", "seed": 3, "name_prefix": "h", "priority": 10, "cost_per_hour": 0.5, "lead_time": 0,
     "templates": [{"id": "small", "max_number": 10, "attributes": {"type": "X86_64", "ncpus": 8}}],

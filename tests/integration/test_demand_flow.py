@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
-from tests.integration.conftest import HOSTS_SIM, UNITS_SIM, make_config, sim_provider, wait_until
+from tests.integration.conftest import HOSTS_SIM, UNITS_SIM, make_config, sim_call, sim_provider, wait_until
 
 SNAPSHOT = DemandSnapshot(items=[
     HostItem(id="d1", count=5, select={"ncpus": ">=8"}),
@@ -69,13 +69,4 @@ def test_demand_is_met_exactly_once_and_idle_supply_returns(tmp_path, start_daem
 
 
 def _sim_list(folder):
-    import json
-    import subprocess
-
-    from provisioner.demo import SIM_SCRIPT
-
-    (folder / "in.json").write_text("{}")
-    out = subprocess.run([str(SIM_SCRIPT), "list", "-f", str(folder / "in.json")], capture_output=True,
-                         env={"PATH": "/usr/bin:/bin", "SIM_CONFIG": str(folder / "sim.json"),
-                              "SIM_STATE_DIR": str(folder / "state")}, timeout=10, check=True)
-    return json.loads(out.stdout)["machines"]
+    return sim_call(folder, "list", {})["machines"]
