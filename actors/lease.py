@@ -31,10 +31,34 @@ log = logging.getLogger(__name__)
 PLANNER = "planner"
 
 
+class Revocation:
+    """Whether an actor has lost the right to act under its lease (an Event's interface).
+
+    Set at once when the lease is lost, and set by itself once the lease could
+    have expired: a process stopped (SIGSTOP, a long pause) past its TTL wakes
+    up with its mandate already void, before any of its threads can start a
+    script or write, whichever thread runs first.
+    """
+
+    def __init__(self, valid_until: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._event = threading.Event()
+        self._until = valid_until
+        self._monotonic = monotonic
+
+    def extend(self, valid_until: float) -> None:
+        self._until = max(self._until, valid_until)
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set() or self._monotonic() >= self._until
+
+
 @dataclass
 class _Held:
     lease: Lease
-    revoked: threading.Event
+    revoked: Revocation
     ref: Any
     renewed_at: float
 
@@ -77,12 +101,11 @@ class LeaseActor(Actor):
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:
-        now = self.monotonic()
         # Stop acting before the controller could think the lease expired.
         for name, h in list(self.held.items()):
-            if now - h.renewed_at > self.cfg.lease.ttl - self.cfg.lease.renew_every / 2:
+            if h.revoked.is_set():
                 self._drop(name, "no successful renewal within the TTL")
-        if now - self.last_round >= self.cfg.lease.renew_every:
+        if self.monotonic() - self.last_round >= self.cfg.lease.renew_every:
             self._round()
 
     @handles(LeaseRevoked)
@@ -103,6 +126,7 @@ class LeaseActor(Actor):
                         self._drop(name, "renewal refused: the lease expired or passed to another holder")
                     else:
                         h.lease, h.renewed_at = lease, started
+                        h.revoked.extend(self._valid_until(started))
                     continue
                 lease = self.controller.leases.acquire(name, self.holder, ttl)
             except ControllerUnavailable as exc:
@@ -111,9 +135,13 @@ class LeaseActor(Actor):
             if lease is not None:
                 self._start(name, lease, started)
 
+    def _valid_until(self, renewed_at: float) -> float:
+        """Act no longer than the TTL allows, less a margin for the renewal's own round trip."""
+        return renewed_at + self.cfg.lease.ttl - self.cfg.lease.renew_every / 2
+
     def _start(self, name: str, lease: Lease, renewed_at: float) -> None:
         log.info("lease %s acquired with fence %d", name, lease.fence)
-        revoked = threading.Event()
+        revoked = Revocation(self._valid_until(renewed_at), self.monotonic)
         self.journal.tell(Append(facts=[make_fact(
             LeaseChanged(kind="lease_acquired", name=name, holder=self.holder, fence=lease.fence),
             provider=name.split(":", 1)[1] if name.startswith("provider:") else "",

@@ -14,7 +14,6 @@ which record, which write awaits its reply); losing it loses nothing.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -81,7 +80,7 @@ class ProviderActor(Actor):
         self,
         cfg: ProviderConfig,
         lease: Lease,
-        revoked: threading.Event,
+        revoked: Any,
         journal: Any,
         lease_actor: Any,
         controller: Controller,

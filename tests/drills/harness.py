@@ -1,0 +1,172 @@
+"""Real daemon processes on one SQLite controller, simulated clouds, and the invariants they must keep.
+
+Every drill ends by checking the same promise: what the simulated provider
+holds is exactly what the facts say, every machine it ever made is known to
+the facts, and nothing was made twice for one need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from persistence.controller import open_controller
+from persistence.port import Controller
+from provisioner.demo import SIM_SCRIPT
+from provisioner.views import replay
+from tests.integration.conftest import sim_call, wait_until
+
+HOSTS_SIM = {"kind": "hosts", "seed": 5, "name_prefix": "h", "priority": 10, "cost_per_hour": 0.5, "lead_time": 0.3,
+             "templates": [{"id": "small", "max_number": 20, "attributes": {"type": "X86_64", "ncpus": 8}}]}
+UNITS_SIM = {"kind": "units", "seed": 5, "priority": 5, "lead_time": 0.3,
+             "pools": [{"resource": "vcs", "capacity": 20, "cost_per_unit_hour": 2.0}]}
+
+
+class Cluster:
+    """The shared parts: a controller file and the simulated clouds both daemons talk to."""
+
+    def __init__(self, tmp: Path, ttl: float = 2.0, **policy: Any) -> None:
+        self.tmp = tmp
+        self.url = f"sqlite:///{tmp / 'state.db'}"
+        self.ttl = ttl
+        self.policy = {"poll_every": "0.1s", "plan_every": "0.1s", "idle_time": "0s", "join_grace": "30s",
+                       "cooldown": "1s", "backoff_max": "0.5s", **policy}
+        self.sims = {"hosts": HOSTS_SIM, "units": UNITS_SIM}
+        for name, sim in self.sims.items():
+            folder = tmp / name
+            folder.mkdir()
+            (folder / "sim.json").write_text(json.dumps(sim))
+        self.c: Controller = open_controller(self.url)
+        self.procs: list[Daemon] = []
+
+    def provider(self, name: str, caller: str) -> dict:
+        """The provider entry of one daemon: a wrapper that logs who ran what, then the simulator."""
+        folder = self.tmp / name
+        wrapper = folder / f"run-{caller}"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'echo "{caller} $1 $PROVISIONER_TOKEN $(date +%s.%N)" >> "{folder}/calls.log"\n'
+            f'exec "{SIM_SCRIPT}" "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        env = folder / f"{caller}.env"
+        env.write_text(f"SIM_CONFIG={folder / 'sim.json'}\nSIM_STATE_DIR={folder / 'state'}\n")
+        env.chmod(0o600)
+        return {"name": name, "kind": self.sims[name]["kind"], "env_file": str(env),
+                "script": {"style": "v2", "path": str(wrapper), "timeout": "10s"}}
+
+    def config(self, instance: str) -> Path:
+        cfg = {
+            "instance": {"id": instance, "serves": list(self.sims), "planner": True},
+            "controller": {"url": self.url},
+            "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{self.ttl / 4}s"},
+            "policy": self.policy,
+            "providers": [self.provider(n, instance) for n in self.sims],
+            "resources": [{"name": "vcs", "elastic": True, "base": 0, "provider": "units"}],
+            "home": str(self.tmp / f"home-{instance}"),
+        }
+        path = self.tmp / f"{instance}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+    def start(self, instance: str, failpoints: str = "") -> "Daemon":
+        d = Daemon(self, instance, failpoints)
+        self.procs.append(d)
+        return d
+
+    def close(self) -> None:
+        for d in self.procs:
+            d.kill()
+        self.c.close()
+
+    # --- what the world looks like ----------------------------------------------
+
+    def state(self):
+        return replay(self.c)
+
+    def sim_state(self, name: str) -> dict:
+        return sim_call(self.tmp / name, "admin", None, "dump")
+
+    def calls(self, name: str) -> list[tuple[str, str, str, float]]:
+        log = self.tmp / name / "calls.log"
+        if not log.exists():
+            return []
+        rows = [line.split() for line in log.read_text().splitlines()]
+        return [(r[0], r[1], r[2] if len(r) > 3 else "", float(r[-1])) for r in rows]
+
+    def owner(self, role: str) -> str | None:
+        lease = self.c.leases.get(role)
+        return lease.holder if lease else None
+
+    def join_running(self) -> None:
+        """Play the scheduler: every running host joins."""
+        for inst in self.state().instances.values():
+            if inst.state == "running":
+                self.c.post_host_event(inst.name, "joined", time.time())
+
+    def idle_all(self) -> None:
+        for inst in self.state().instances.values():
+            if inst.state in ("joined", "busy"):
+                self.c.post_host_event(inst.name, "idle", time.time())
+
+    def check(self, hosts_wanted: int | None = None, units_wanted: int | None = None) -> None:
+        """The invariants: the clouds hold exactly what the facts say; nothing unknown, nothing doubled."""
+        p = self.state()
+        machines = self.sim_state("hosts")["machines"]
+        known = {i.machine_id: i for i in p.instances.values() if i.provider == "hosts"}
+        unknown = sorted(set(machines) - set(known))
+        assert not unknown, f"machines the facts never learned of: {unknown}"
+        for mid, m in machines.items():
+            live = m["state"] in ("pending", "running")
+            inst = known[mid]
+            assert live == (inst.state not in ("returned", "lost", "failed")), \
+                f"{mid}: the cloud says {m['state']}, the facts say {inst.state}"
+        if hosts_wanted is not None:
+            assert len(machines) == hosts_wanted, \
+                f"{len(machines)} machines made for a need of {hosts_wanted}: something was requested twice"
+        grants = self.sim_state("units")["grants"]
+        held = sum(g["count"] for g in grants.values() if g["state"] in ("pending", "granted"))
+        ours = sum(g.count for g in p.grants.values() if g.state in ("granted", "return_planned", "returning"))
+        assert held == ours, f"the license pool lends {held}, the facts say {ours}"
+        if units_wanted is not None:
+            assert sum(g["requested"] for g in grants.values()) == units_wanted, "units requested twice"
+
+
+class Daemon:
+    """One ``provisioner run`` process."""
+
+    def __init__(self, cluster: Cluster, instance: str, failpoints: str = "") -> None:
+        self.instance = instance
+        self.log = cluster.tmp / f"{instance}.log"
+        env = {**os.environ, "PROVISIONER_FAILPOINTS": failpoints}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "provisioner.cli", "--config", str(cluster.config(instance)), "run"],
+            stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_dead(self, timeout: float = 30.0) -> int:
+        wait_until(lambda: not self.alive(), timeout, f"daemon {self.instance} to die")
+        return self.proc.returncode
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.killpg(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        if self.alive():
+            self.signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
