@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,12 +31,19 @@ UNITS_SIM = {"kind": "units", "seed": 5, "priority": 5, "lead_time": 0.3,
              "pools": [{"resource": "vcs", "capacity": 20, "cost_per_unit_hour": 2.0}]}
 
 
+def free_port() -> int:
+    """A loopback port nobody listens on now (each daemon serves its own API)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Cluster:
     """The shared parts: a controller file and the simulated clouds both daemons talk to."""
 
-    def __init__(self, tmp: Path, ttl: float = 2.0, **policy: Any) -> None:
+    def __init__(self, tmp: Path, ttl: float = 2.0, url: str | None = None, **policy: Any) -> None:
         self.tmp = tmp
-        self.url = f"sqlite:///{tmp / 'state.db'}"
+        self.url = url or f"sqlite:///{tmp / 'state.db'}"
         self.ttl = ttl
         self.policy = {"poll_every": "0.1s", "plan_every": "0.1s", "idle_time": "0s", "join_grace": "30s",
                        "cooldown": "1s", "backoff_max": "0.5s", **policy}
@@ -67,6 +75,7 @@ class Cluster:
         cfg = {
             "instance": {"id": instance, "serves": list(self.sims), "planner": True},
             "controller": {"url": self.url},
+            "api": {"listen": f"127.0.0.1:{free_port()}"},
             "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{self.ttl / 4}s"},
             "policy": self.policy,
             "providers": [self.provider(n, instance) for n in self.sims],
