@@ -250,10 +250,11 @@ class ProviderActor(Actor):
         rec = self.p.provider(self.name)
         if now >= self.describe_due and "describe" not in self.busy:
             self._run("describe", {}, tag=("describe",), key="describe")
-        for order in list(self.p.orders.values()):
+        orders, requests, _, _ = self.p.open()
+        for order in orders:
             if order.provider == self.name:
                 self._take_order(order, rec.status, now)
-        for req in list(self.p.requests.values()):
+        for req in requests:
             if req.state == "planned":
                 self._carry_out(req, now)
         self._expire(now)
@@ -336,7 +337,7 @@ class ProviderActor(Actor):
         pause = self.policy.cooldown / 4
         orphans_go = self.policy.orphans == "return"
         machines: dict[str, list[str]] = {}
-        for inst in self.p.instances.values():
+        for inst in self.p.instances_in("return_planned", "orphaned"):
             if inst.provider != self.name:
                 continue
             if inst.state == "return_planned" and self._settled(inst.return_request_id, now, pause):
@@ -344,7 +345,7 @@ class ProviderActor(Actor):
             elif inst.state == "orphaned" and orphans_go:
                 machines.setdefault("orphans: return", []).append(inst.machine_id)
         grants: dict[tuple[str, str], list[str]] = {}
-        for grant in self.p.grants.values():
+        for grant in self.p.open()[3]:
             if grant.provider != self.name:
                 continue
             if grant.state == "return_planned" and self._settled(grant.return_request_id, now, pause):
@@ -369,8 +370,8 @@ class ProviderActor(Actor):
     def _watch_joins(self, now: float) -> None:
         """A host that never joins within join_timeout is an orphan: paid for, serving no one."""
         payloads: list[Payload] = []
-        for inst in self.p.instances.values():
-            if inst.provider != self.name or inst.state not in ("provisioning", "running"):
+        for inst in self.p.instances_in("provisioning", "running"):
+            if inst.provider != self.name:
                 continue
             if now - inst.seen_at > self.policy.join_timeout:
                 payloads.append(InstanceChanged(
@@ -411,8 +412,8 @@ class ProviderActor(Actor):
                   token=req.id)
 
     def _expire(self, now: float) -> None:
-        for req in list(self.p.requests.values()):
-            if req.state in REQUEST.terminal or f"write:req:{req.id}" in self.busy:
+        for req in self.p.open()[1]:
+            if f"write:req:{req.id}" in self.busy:
                 continue
             if now - req.created_at > self.policy.request_timeout and f"req:{req.id}" not in self.busy:
                 self._fail(req, "timed_out", f"not done within request_timeout {self.policy.request_timeout:.0f}s",
@@ -448,15 +449,13 @@ class ProviderActor(Actor):
 
     def _poll(self, now: float) -> None:
         ids: dict[str, str] = {}
-        for req in self.p.requests.values():
-            if not req.provider_request_id:
-                continue
-            if req.state in ("submitted", "running"):
+        for req in self.p.open()[1]:
+            if req.provider_request_id and req.state in ("submitted", "running"):
                 ids[req.provider_request_id] = req.id
-            elif req.action == "request" and req.supply == "hosts" and any(
-                i.request_id == req.id and i.state in ("requested", "provisioning")
-                for i in self._instances_of(req.id)
-            ):
+        # A finished request may still have machines on their way up: follow them through it.
+        for inst in self.p.instances_in("requested", "provisioning"):
+            req = self.p.requests.get(inst.request_id)
+            if req is not None and req.provider_request_id:
                 ids[req.provider_request_id] = req.id
         self.last_poll = now
         if ids:
@@ -479,13 +478,10 @@ class ProviderActor(Actor):
             if ids:
                 self._run("status", {"requests": [{"requestId": pid} for pid in ids]}, tag=("scan-status", ids),
                           key="scan-status")
-        held = [{"name": i.name, "machineId": i.machine_id} for i in self.p.instances.values()
-                if i.provider == self.name and i.state in HELD]
+        held = [{"name": i.name, "machineId": i.machine_id} for i in self.p.instances_in(*sorted(HELD))
+                if i.provider == self.name]
         if self.cfg.kind == "hosts" and held and supports(style, "reclaims") and "reclaims" not in self.busy:
             self._run("reclaims", {"machines": held}, tag=("reclaims",), key="reclaims")
-
-    def _instances_of(self, request_id: str) -> list:
-        return [i for i in self.p.instances.values() if i.request_id == request_id]
 
     def _usage(self, now: float) -> None:
         self.last_usage = now
@@ -497,7 +493,7 @@ class ProviderActor(Actor):
     def _totals(self) -> None:
         for res in self.resources:
             borrowed = sum(
-                g.count for g in self.p.grants.values()
+                g.count for g in self.p.open()[3]
                 if g.resource == res.name and g.state in ("granted", "return_planned", "returning")
             )
             rec = self.p.resources.get(res.name)
@@ -679,9 +675,11 @@ class ProviderActor(Actor):
         held = result.output
         payloads = _unknown_machines(self, held.machines, now)
         listed = {m.machine_id for m in held.machines}
-        for inst in self.p.instances.values():
-            if inst.provider != self.name or inst.state not in HELD or inst.machine_id in listed:
-                self.missing.pop(inst.machine_id, None)
+        mine = [i for i in self.p.instances_in(*sorted(HELD)) if i.provider == self.name]
+        self.missing = {k: n for k, n in self.missing.items() if k not in listed and any(
+            i.machine_id == k for i in mine)}
+        for inst in mine:
+            if inst.machine_id in listed:
                 continue
             if inst.seen_at >= started:
                 continue  # recorded after the list was taken
@@ -751,7 +749,7 @@ def _unknown_machines(actor: ProviderActor, machines: list, now: float) -> list[
     moment; it becomes an orphan only when no request of ours is unresolved,
     or when it has stayed unknown for request_timeout.
     """
-    unresolved = any(r.state not in REQUEST.terminal for r in actor.p.requests.values() if r.action == "request")
+    unresolved = any(r.action == "request" for r in actor.p.open()[1])
     out: list[Payload] = []
     listed = set()
     for m in machines:

@@ -86,6 +86,17 @@ class Projection:
         self.host_event_seq: dict[str, int] = {}
         self.grants: dict[str, GrantRecord] = {}
         self.resources: dict[str, ResourceRecord] = {}
+        # Indexes of what is still in motion, so owners reconcile without scanning history.
+        #: orders no request has taken up yet
+        #: (dicts used as ordered sets: iteration follows the log)
+        self.open_orders: dict[str, None] = {}
+        #: requests not in a terminal state
+        self.open_requests: dict[str, None] = {}
+        #: instance keys and grant ids not in a terminal state
+        self.live_instances: dict[str, None] = {}
+        self.live_grants: dict[str, None] = {}
+        #: instance state -> keys of the instances in it
+        self.instance_states: dict[str, dict[str, None]] = {}
         self.decisions: deque[DecisionRecord] = deque(maxlen=keep_decisions)
         self.budget_events: deque[tuple[float, BudgetEvent]] = deque(maxlen=keep_decisions)
         self.anomalies: deque[str] = deque(maxlen=100)
@@ -134,6 +145,19 @@ class Projection:
         key = self.by_name.get(f"{provider}/{name}")
         return self.instances.get(key) if key else None
 
+    def open(self) -> tuple[list[OrderRecord], list[RequestRecord], list[InstanceRecord], list[GrantRecord]]:
+        """What is still in motion: untaken orders, open requests, live instances and grants."""
+        return (
+            [self.orders[i] for i in self.open_orders],
+            [self.requests[i] for i in self.open_requests],
+            [self.instances[k] for k in self.live_instances],
+            [self.grants[i] for i in self.live_grants],
+        )
+
+    def instances_in(self, *states: str) -> list[InstanceRecord]:
+        """Instances now in any of ``states``, in the order they got there."""
+        return [self.instances[k] for state in states for k in self.instance_states.get(state, {})]
+
     def requests_of(self, order_id: str) -> list[RequestRecord]:
         order = self.orders.get(order_id)
         return [self.requests[r] for r in order.request_ids if r in self.requests] if order else []
@@ -160,6 +184,7 @@ class Projection:
     def _order(self, fact: Fact, p: Order) -> None:
         provider = fact.provider
         self.orders[fact.id] = OrderRecord(id=fact.id, provider=provider, order=p, at=fact.time)
+        self.open_orders[fact.id] = None
 
     def _decision(self, fact: Fact, p: Decision) -> None:
         self.decisions.append(DecisionRecord(seq=fact.seq or 0, at=fact.time, decision=p))
@@ -187,9 +212,11 @@ class Projection:
             seq=fact.seq or 0,
         )
         self.requests[fact.id] = rec
+        self.open_requests[fact.id] = None
         order = self.orders.get(p.order_id)
         if order is not None:
             order.request_ids.append(fact.id)
+            self.open_orders.pop(order.id, None)
         if p.action == "request" and p.supply == "units" and p.resource:
             self.grants[fact.id] = GrantRecord(
                 provider=fact.provider,
@@ -199,6 +226,7 @@ class Projection:
                 requested=p.count,
                 item_id=p.item_id,
             )
+            self.live_grants[fact.id] = None
 
     def _request_changed(self, fact: Fact, p: RequestChanged) -> None:
         rec = self.requests[p.request_id]
@@ -209,6 +237,8 @@ class Projection:
                 rec.last_attempt_at = fact.time
         else:
             rec.history = rec.history.advance(REQUEST, p.state, fact.time, p.reason)
+            if p.state in REQUEST.terminal:
+                self.open_requests.pop(rec.id, None)
             if p.outcome:
                 rec.attempts += 1
                 rec.last_attempt_at = fact.time
@@ -239,7 +269,10 @@ class Projection:
         )
         if p.state in INSTANCE.terminal:
             rec.ended_at = fact.time
+        else:
+            self.live_instances[key] = None
         self.instances[key] = rec
+        self.instance_states.setdefault(p.state, {})[key] = None
         if p.name:
             self.by_name[f"{fact.provider}/{p.name}"] = key
 
@@ -249,13 +282,17 @@ class Projection:
             self.host_event_seq[fact.provider] = max(self.host_event_seq.get(fact.provider, 0), p.event_seq)
         if p.state == rec.state:
             return
+        before = rec.state
         rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
+        self.instance_states.get(before, {}).pop(rec.key, None)
+        self.instance_states.setdefault(p.state, {})[rec.key] = None
         if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
             rec.joined_at = fact.time
         if p.state in ("return_planned", "returning") and p.request_id:
             rec.return_request_id = p.request_id
         if p.state in INSTANCE.terminal:
             rec.ended_at = fact.time
+            self.live_instances.pop(rec.key, None)
         if p.reason:
             rec.reason = p.reason
 
@@ -266,6 +303,7 @@ class Projection:
                 provider=fact.provider, id=p.grant_id, resource=p.resource,
                 history=History().advance(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
             )
+            self.live_grants[p.grant_id] = None
             return
         rec = self.grants[p.grant_id]
         if p.state != rec.state:
@@ -277,6 +315,7 @@ class Projection:
             rec.return_request_id = p.request_id
         if p.state in GRANT.terminal:
             rec.ended_at = fact.time
+            self.live_grants.pop(rec.id, None)
         if p.reason:
             rec.reason = p.reason
 

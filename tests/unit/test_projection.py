@@ -55,3 +55,29 @@ def test_a_repeated_attempt_counts_without_changing_state():
     p.apply(note)
     req = p.requests["f1"]
     assert req.state == "planned" and req.attempts == 1 and req.last_attempt_at == 3 and req.reason == "throttled"
+
+
+def test_indexes_follow_what_is_still_in_motion():
+    from messages.facts import Order
+
+    p = Projection()
+    rows = [
+        ("a", Order(action="request", supply="hosts", template="t", count=1), "o1"),
+        ("a", RequestPlanned(action="request", supply="hosts", order_id="o1", template="t", count=1), "o1.1"),
+        ("a", InstanceSeen(machine_id="m", name="n", request_id="o1.1", state="provisioning"), None),
+        ("a", InstanceChanged(kind="instance_running", machine_id="m", state="running"), None),
+        ("a", RequestChanged(kind="request_submitted", request_id="o1.1", state="submitted"), None),
+        ("a", RequestChanged(kind="request_completed", request_id="o1.1", state="complete"), None),
+    ]
+    for i, (prov, payload, fid) in enumerate(rows):
+        p.apply(make_fact(payload, provider=prov, now=float(i), fact_id=fid).model_copy(update={"seq": i + 1}))
+        if i == 0:
+            assert [o.id for o in p.open()[0]] == ["o1"]
+        if i == 1:
+            assert p.open()[0] == [] and [r.id for r in p.open()[1]] == ["o1.1"]
+    orders, requests, instances, grants = p.open()
+    assert orders == [] and requests == [] and [i.key for i in instances] == ["a/m"] and grants == []
+    assert [i.key for i in p.instances_in("running")] == ["a/m"] and p.instances_in("provisioning") == []
+    p.apply(make_fact(InstanceChanged(kind="instance_lost", machine_id="m", state="lost"), provider="a",
+                      now=9).model_copy(update={"seq": 9}))
+    assert p.open()[2] == [] and [i.key for i in p.instances_in("lost")] == ["a/m"]
