@@ -44,6 +44,10 @@ class _Flush(Model):
     pass
 
 
+class _Replay(Model):
+    pass
+
+
 class Feed(Model):
     changes: Changes
 
@@ -73,6 +77,9 @@ class JournalActor(Actor):
         self.flush_queued = False
         self.delivered = 0
         self.subscribers: list[_Subscriber] = []
+        #: subscribers waiting for their replay, served together by the next ``_Replay``
+        self.joining: list[_Subscriber] = []
+        self.replay_queued = False
 
     def on_start(self) -> None:
         self.delivered = self.controller.last_seq()
@@ -182,33 +189,52 @@ class JournalActor(Actor):
 
     @handles(Subscribe)
     def _subscribe(self, msg: Subscribe) -> None:
-        sub = _Subscriber(ref=msg.ref, providers=frozenset(msg.providers) if msg.providers is not None else None)
+        self.joining.append(
+            _Subscriber(ref=msg.ref, providers=frozenset(msg.providers) if msg.providers is not None else None)
+        )
+        if not self.replay_queued:
+            self.replay_queued = True
+            self.actor_ref.tell(_Replay())
+
+    @handles(_Replay)
+    def _replay(self, _: _Replay) -> None:
+        """Catch up every subscriber that joined since the last replay, reading the log once for all.
+
+        Actors start together (at boot, or when leases are won), so one pass
+        serves them all instead of one pass each.
+        """
+        self.replay_queued = False
+        joining, self.joining = self.joining, []
         self._catch_up()
         after = 0
         try:
             while after < self.delivered:
-                facts = self.controller.read(after=after, limit=CHUNK)
+                facts = [f for f in self.controller.read(after=after, limit=CHUNK) if (f.seq or 0) <= self.delivered]
                 if not facts:
                     break
-                facts = [f for f in facts if (f.seq or 0) <= self.delivered]
-                wanted = [f for f in facts if sub.wants(f)]
-                if wanted:
-                    sub.ref.tell(Committed(facts=wanted, replay=True))
+                for sub in joining:
+                    wanted = [f for f in facts if sub.wants(f)]
+                    if wanted:
+                        self._tell(sub.ref, Committed(facts=wanted, replay=True))
                 after = facts[-1].seq or after
-                if len(facts) < CHUNK:
-                    break
             demand = self.controller.get_demand()
             events = self.controller.read_host_events(after=0)
         except ControllerUnavailable as exc:
-            log.error("journal: replay for a subscriber failed: %s", exc)
+            log.error("journal: replay for %d subscribers failed: %s", len(joining), exc)
             demand, events = None, []
-        sub.ref.tell(CaughtUp(seq=self.delivered))
-        if demand is not None:
-            sub.ref.tell(DemandChanged(demand=demand))
-        if events:
-            sub.ref.tell(HostEvents(events=events))
-        self.subscribers.append(sub)
+        for sub in joining:
+            self._tell(sub.ref, CaughtUp(seq=self.delivered))
+            if demand is not None:
+                self._tell(sub.ref, DemandChanged(demand=demand))
+            if events:
+                self._tell(sub.ref, HostEvents(events=events))
+        self.subscribers += joining
+
+    def replaying(self) -> bool:
+        """True while some subscriber still waits for its replay (asked through a proxy)."""
+        return bool(self.joining) or self.replay_queued
 
     @handles(Unsubscribe)
     def _unsubscribe(self, msg: Unsubscribe) -> None:
         self.subscribers = [s for s in self.subscribers if s.ref != msg.ref]
+        self.joining = [s for s in self.joining if s.ref != msg.ref]

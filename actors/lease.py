@@ -180,3 +180,7 @@ class LeaseActor(Actor):
 
     def held_leases(self) -> list[Lease]:
         return [h.lease for h in self.held.values()]
+
+    def actors(self) -> list[Any]:
+        """The actors running under this daemon's leases (asked through a proxy)."""
+        return [h.ref for h in self.held.values()]
