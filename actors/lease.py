@@ -148,7 +148,8 @@ class LeaseActor(Actor):
             lease=name, fence=lease.fence, now=self.clock())]))
         if name == PLANNER:
             ref = PlannerActor.start(lease, revoked, self.journal, self.budget, self.actor_ref,
-                                     self.cfg.policy, clock=self.clock)
+                                     self.cfg.policy, clock=self.clock, caps=self.cfg.budget,
+                                     provider_configs=self.cfg.providers)
         else:
             pcfg = self.cfg.provider(name.split(":", 1)[1])
             assert pcfg is not None, "config validation guarantees served providers exist"

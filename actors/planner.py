@@ -4,7 +4,8 @@ On demand changes and on ticks it asks ``policy`` for orders and returns,
 has the BudgetActor review them (tell + reply, never a blocking ask), and
 writes the approved orders with their decisions as facts. It plans again
 only after its last orders are committed and visible, so it never counts the
-same need twice.
+same need twice. An order the review cut is noted as a budget rejection in
+its item's decision.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from actors.base import Actor, handles
 from lease.port import Lease
@@ -31,12 +32,12 @@ from messages.commands import (
     Unsubscribe,
 )
 from messages.demand import DemandSnapshot
-from messages.facts import BudgetEvent, Decision, Order, make_fact
+from messages.facts import BudgetEvent, Decision, Order, Rejected, make_fact
 from persistence.projection import Projection
-from policy.planning import Catalog, PlanSettings, plan
+from policy.planning import Catalog, plan
 from policy.reclaim import reclaim
 from policy.supply import SupplyView
-from provisioner.config import PolicyConfig
+from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class PlannerActor(Actor):
         lease_actor: Any,
         policy: PolicyConfig,
         clock: Callable[[], float] = time.time,
+        caps: BudgetConfig | None = None,
+        provider_configs: Sequence[ProviderConfig] = (),
     ) -> None:
         super().__init__()
         self.lease = lease
@@ -59,9 +62,9 @@ class PlannerActor(Actor):
         self.budget = budget
         self.lease_actor = lease_actor
         self.policy = policy
-        self.settings = PlanSettings(
-            cooldown=policy.cooldown, join_grace=policy.join_grace, order_timeout=policy.request_timeout
-        )
+        #: With ``caps`` the planner sizes within the global caps itself, so what one provider
+        #: cannot take under a cap spills to the next; the budget review stays the last word.
+        self.settings = policy.settings(caps, provider_configs)
         self.clock = clock
         self.p = Projection()
         self.demand: DemandSnapshot | None = None
@@ -70,6 +73,9 @@ class PlannerActor(Actor):
         self.waiting: str | None = None
         self.last_plan = 0.0
         self.decisions: list[Decision] = []
+        #: This round's orders and returns while the budget reviews the orders.
+        self.pending_orders: list[tuple[str, Order]] = []
+        self.pending_returns: list[tuple[str, Order]] = []
         self.catalog: Catalog | None = None
 
     def on_start(self) -> None:
@@ -115,13 +121,15 @@ class PlannerActor(Actor):
         if self.catalog is None or not self.catalog.fits(self.p.providers):
             self.catalog = Catalog(self.p.providers)
         result = plan(self.demand, self.p.providers, view, now, self.settings, self.catalog)
-        returns = reclaim(self.demand, self.p.providers, self.p.resources, view, now, self.policy.idle_time)
+        returns = reclaim(self.demand, self.p.providers, self.p.resources, view, now, self.policy.idle_time,
+                          self.settings.providers, self.p.decisions)
         self.decisions = result.decisions
-        if not result.orders and not returns:
-            self._write([], [], [])
+        if not result.orders:
+            self._write([], returns, [])
             return
         self.waiting = "review"
         self.pending_returns = returns
+        self.pending_orders = result.orders
         self.budget.tell(Review(orders=result.orders, reply_to=self.actor_ref))
 
     @handles(Reviewed)
@@ -129,6 +137,7 @@ class PlannerActor(Actor):
         if self.waiting != "review":
             return
         self.waiting = None
+        self.decisions = _with_cuts(self.decisions, self.pending_orders, msg.orders)
         self._write(msg.orders, self.pending_returns, msg.clamps)
 
     def _write(self, orders: list[tuple[str, Order]], returns: list[tuple[str, Order]],
@@ -156,6 +165,37 @@ class PlannerActor(Actor):
             log.error("planner: writes refused, lease lost: %s", reason)
             self.revoked.set()
             self.lease_actor.tell(LeaseRevoked(name=self.lease.name, reason=reason))
+
+
+def _with_cuts(decisions: list[Decision], asked: list[tuple[str, Order]],
+               approved: list[tuple[str, Order]]) -> list[Decision]:
+    """The decisions with what the budget review cut: chosen counts lowered, the cut as a rejection."""
+    def totals(orders: list[tuple[str, Order]]) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for provider, o in orders:
+            out[(provider, o.item_id)] = out.get((provider, o.item_id), 0) + o.count
+        return out
+
+    got = totals(approved)
+    cut = {key for key, n in totals(asked).items() if got.get(key, 0) < n}
+    if not cut:
+        return decisions
+    out = []
+    for d in decisions:
+        if not any((c.provider, d.item) in cut for c in d.chosen):
+            out.append(d)
+            continue
+        left = dict(got)
+        chosen, rejected = [], list(d.rejected)
+        for c in d.chosen:
+            n = min(c.count, left.get((c.provider, d.item), 0))
+            left[(c.provider, d.item)] = left.get((c.provider, d.item), 0) - n
+            if n:
+                chosen.append(c.model_copy(update={"count": n}))
+            if n < c.count:
+                rejected.append(Rejected(provider=c.provider, reason="budget: cut by the global caps"))
+        out.append(d.model_copy(update={"chosen": chosen, "rejected": rejected}))
+    return out
 
 
 def _differs(old: Decision | None, new: Decision) -> bool:

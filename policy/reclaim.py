@@ -1,22 +1,60 @@
-"""Which idle supply to give back (first policy).
+"""Which idle supply to give back.
 
-A host is returned when it has been idle for ``idle_time``, has been held
-for the provider's minimum hold time, and no demand item that its template
-could serve still has unmet need. A grant is returned when its resource has
-no demand, it has been held past idle time and min hold, nobody used
-borrowed units for ``idle_time``, and returning it does not take the total
-below the observed use. Supply already on its way back is never ordered again.
+Hosts. An idle host is returned when all of these hold:
+
+- it has been idle for ``idle_time`` (without a break: a busy spell restarts it);
+- it has been held for the provider's minimum hold since launch;
+- no demand item its template could serve asks for hosts now, nor needed
+  more than was on its way within the last ``idle_time`` (hysteresis: while
+  new hosts are still being ordered for work it could do, it is not given
+  back only for others to be bought);
+- if the provider sets a billing-boundary ``return_window``: the end of its
+  current billed unit is at most that far away (an hour already paid for is
+  used to the end).
+
+A host held for longer than its provider's ``max_lifetime`` is returned as
+soon as it is idle, past its minimum hold, whatever the rest says.
+
+Units. A grant is returned when its resource has no demand, it has been held
+past ``idle_time`` and the minimum hold, nobody used borrowed units for
+``idle_time``, and giving it back does not take the resource's total below
+the observed use (grants are given back whole, in the amounts they were
+requested in, so returns keep the provider's granularity). Supply already on
+its way back is never ordered again.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+import math
+from collections.abc import Iterable, Mapping
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
 from messages.facts import Order
-from messages.records import ProviderRecord, ResourceRecord
-from policy.matching import template_matches
+from messages.records import DecisionRecord, InstanceRecord, ProviderRecord, ResourceRecord
+from messages.states import REQUEST
+from policy.limits import HOUR, UNLIMITED, ProviderLimits
+from policy.matching import Selector
 from policy.supply import SupplyView
+
+
+def wanted_until(history: Iterable[DecisionRecord], now: float) -> dict[str, float]:
+    """Per demand item: until when it last wanted supply (``now`` if it still does).
+
+    Read from the planner's decisions: an item wants supply while its need
+    beyond what is in flight is positive; decisions are recorded when they
+    change, so the first one after a wanting spell says when it ended.
+    """
+    out: dict[str, float] = {}
+    wanting: dict[str, bool] = {}
+    for rec in history:
+        d = rec.decision
+        now_wanting = d.need > 0
+        if now_wanting:
+            out[d.item] = now
+        elif wanting.get(d.item):
+            out[d.item] = rec.at
+        wanting[d.item] = now_wanting
+    return out
 
 
 def reclaim(
@@ -26,42 +64,72 @@ def reclaim(
     view: SupplyView,
     now: float,
     idle_time: float,
+    limits: Mapping[str, ProviderLimits] | None = None,
+    history: Iterable[DecisionRecord] = (),
 ) -> list[tuple[str, Order]]:
     items = demand.items if demand else []
+    limits = limits or {}
+    recent = wanted_until(history, now)
+    hosts_wanted = [(Selector(i), i) for i in items if isinstance(i, HostItem)
+                    and (i.count > 0 or recent.get(i.id, -math.inf) > now - idle_time)]
     returning_machines, returning_grants = _already_returning(view)
     by_provider: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
     for inst in sorted(view.instances.values(), key=lambda i: i.key):
         if inst.state != "idle" or inst.machine_id in returning_machines.get(inst.provider, ()):
             continue
         rec = providers.get(inst.provider)
-        desc = rec.description if rec else None
         if rec is None or not rec.owner:
             continue
-        idle_since = inst.history.since("idle")
-        idle_since = now if idle_since is None else idle_since
-        held_since = inst.launched_at if inst.launched_at is not None else inst.seen_at
-        min_hold = desc.min_hold_s if desc else 0.0
-        if now - idle_since < idle_time or now - held_since < min_hold:
-            continue
-        template = desc.template(inst.template) if desc and inst.template else None
-        if template is not None and any(
-            isinstance(i, HostItem) and i.count > 0 and template_matches(i, template, desc.zone) for i in items
-        ):
-            continue
-        by_provider.setdefault(inst.provider, []).append(inst.machine_id)
+        why = _host_due(inst, rec, limits.get(inst.provider, UNLIMITED), hosts_wanted, now, idle_time)
+        if why:
+            by_provider.setdefault(inst.provider, []).append(inst.machine_id)
+            reasons.setdefault(inst.provider, why)
     orders = [
-        (p, Order(action="return", supply="hosts", machines=m, count=len(m), reason=f"idle for {idle_time:.0f}s"))
+        (p, Order(action="return", supply="hosts", machines=m, count=len(m), reason=reasons[p]))
         for p, m in sorted(by_provider.items())
     ]
+    return orders + _grants_due(items, providers, resources, view, now, idle_time, returning_grants)
+
+
+def _host_due(inst: InstanceRecord, rec: ProviderRecord, lim: ProviderLimits,
+              wanted: list[tuple[Selector, HostItem]], now: float, idle_time: float) -> str:
+    """Why this idle host goes back now, or "" if it stays."""
+    desc = rec.description
+    held_since = inst.launched_at if inst.launched_at is not None else inst.seen_at
+    held_for = now - held_since
+    if held_for < (desc.min_hold_s if desc else 0.0):
+        return ""
+    if lim.max_lifetime is not None and held_for >= lim.max_lifetime:
+        return f"held past max_lifetime {lim.max_lifetime:.0f}s"
+    idle_since = inst.history.since("idle")
+    if now - (now if idle_since is None else idle_since) < idle_time:
+        return ""
+    template = desc.template(inst.template) if desc and inst.template else None
+    if template is not None and any(s.matches(template, desc.zone) for s, _ in wanted):  # type: ignore[union-attr]
+        return ""
+    if lim.return_window is not None:
+        unit = lim.billing_unit or HOUR
+        left = unit - held_for % unit
+        if left > lim.return_window:
+            return ""
+        return f"idle for {idle_time:.0f}s, {left:.0f}s before its billed unit ends"
+    return f"idle for {idle_time:.0f}s"
+
+
+def _grants_due(items: list, providers: Mapping[str, ProviderRecord], resources: Mapping[str, ResourceRecord],
+                view: SupplyView, now: float, idle_time: float, returning: set[str]) -> list[tuple[str, Order]]:
     wanted = {i.resource for i in items if isinstance(i, UnitItem) and i.count > 0}
-    for grant in sorted(view.grants.values(), key=lambda g: g.id):
-        if grant.state != "granted" or grant.id in returning_grants or grant.resource in wanted:
+    #: What each resource's total will be once the returns chosen so far are done.
+    totals = {name: res.total for name, res in resources.items()}
+    orders: list[tuple[str, Order]] = []
+    for grant in sorted(view.grants.values(), key=lambda g: (g.granted_at or 0.0, g.id)):
+        if grant.state != "granted" or grant.id in returning or grant.resource in wanted:
             continue
         rec = providers.get(grant.provider)
         if rec is None or not rec.owner:
             continue
-        desc = rec.description
-        min_hold = desc.min_hold_s if desc else 0.0
+        min_hold = rec.description.min_hold_s if rec.description else 0.0
         held_since = grant.granted_at if grant.granted_at is not None else now
         if now - held_since < max(idle_time, min_hold):
             continue
@@ -69,21 +137,12 @@ def reclaim(
         if res is not None:
             if res.borrowed_used_at is not None and now - res.borrowed_used_at < idle_time:
                 continue
-            if res.in_use is not None and res.in_use > res.total - grant.count:
+            if res.in_use is not None and res.in_use > totals[grant.resource] - grant.count:
                 continue
-        orders.append(
-            (
-                grant.provider,
-                Order(
-                    action="return",
-                    supply="units",
-                    resource=grant.resource,
-                    grants=[grant.id],
-                    count=grant.count,
-                    reason=f"unused for {idle_time:.0f}s",
-                ),
-            )
-        )
+            totals[grant.resource] -= grant.count
+        orders.append((grant.provider, Order(action="return", supply="units", resource=grant.resource,
+                                             grants=[grant.id], count=grant.count,
+                                             reason=f"unused for {idle_time:.0f}s")))
     return orders
 
 
@@ -96,9 +155,7 @@ def _already_returning(view: SupplyView) -> tuple[dict[str, set[str]], set[str]]
         if o.action != "return":
             continue
         open_ = not order.request_ids or any(
-            view.requests[r].state not in ("complete", "complete_with_error", "failed", "timed_out")
-            for r in order.request_ids
-            if r in view.requests
+            view.requests[r].state not in REQUEST.terminal for r in order.request_ids if r in view.requests
         )
         if open_:
             machines.setdefault(order.provider, set()).update(o.machines)

@@ -1,18 +1,25 @@
-"""Supply in flight for a demand item (DESIGN §6).
+"""Supply in flight for a demand item (DESIGN §6), and supply held per provider.
 
 The scheduler's count is unmet need beyond what the cluster already has, so
 the planner subtracts what is already on its way: orders not yet taken up,
 requests not finished, hosts not yet joined, and hosts joined (units
 granted) so recently that the scheduler's numbers may not show them yet.
+
+A request whose outcome is unknown (its script timed out and could not be
+looked up by token, as with LSF-style scripts) counts as if it were still
+open until ``request_timeout`` after it was planned: re-ordering sooner
+could provision the same need twice. An order no owner has taken up within
+``request_timeout`` never will be (owners refuse stale orders), so it stops
+counting then.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from messages.records import GrantRecord, InstanceRecord, OrderRecord, RequestRecord
-from messages.states import REQUEST
+from messages.states import GRANT, INSTANCE, REQUEST
 
 #: Instance states that are coming but not yet usable by the scheduler.
 ARRIVING = frozenset({"requested", "provisioning", "running"})
@@ -28,6 +35,18 @@ class SupplyView:
     grants: Mapping[str, GrantRecord]
 
 
+def pending(order: OrderRecord, now: float, order_timeout: float) -> bool:
+    """A request order no owner has taken up yet, and that one still may."""
+    return order.order.action == "request" and not order.request_ids and now - order.at <= order_timeout
+
+
+def unresolved(req: RequestRecord, now: float, timeout: float) -> bool:
+    """A request that may still bring supply: open, or failed with an unknown outcome not yet timed out."""
+    if req.state not in REQUEST.terminal:
+        return True
+    return req.state == "failed" and req.outcome == "timeout" and now - req.created_at <= timeout
+
+
 def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: float) -> dict[str, int]:
     """Per demand item id: how much supply is on its way for it."""
     out: dict[str, int] = {}
@@ -40,15 +59,12 @@ def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: fl
             out[item] = out.get(item, 0) + n
 
     for order in view.orders.values():
-        o = order.order
-        if o.action != "request":
-            continue
-        if not order.request_ids and now - order.at < order_timeout:
-            add(o.item_id, o.count)
+        if pending(order, now, order_timeout):
+            add(order.order.item_id, order.order.count)
     for req in view.requests.values():
         if req.action != "request":
             continue
-        open_ = req.state not in REQUEST.terminal
+        open_ = unresolved(req, now, order_timeout)
         if req.supply == "hosts":
             seen = by_request.get(req.id, [])
             coming = sum(1 for i in seen if i.state in ARRIVING)
@@ -66,4 +82,40 @@ def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: fl
             elif grant is not None and grant.state == "granted" and grant.granted_at is not None:
                 if now - grant.granted_at < join_grace:
                     add(req.item_id, grant.count)
+    return out
+
+
+#: (provider, supply kind, template id or resource name)
+HeldKey = tuple[str, str, str]
+
+
+def held(view: SupplyView, now: float, order_timeout: float) -> dict[HeldKey, int]:
+    """Hosts and units held or on their way, per provider and template (or resource).
+
+    What capacity, per-provider caps and the budget are measured against:
+    instances not yet returned or lost, requested hosts not seen yet, grants
+    not returned, and orders not taken up yet.
+    """
+    out: dict[HeldKey, int] = {}
+
+    def add(provider: str, supply: str, key: str | None, n: int) -> None:
+        if n > 0:
+            k = (provider, supply, key or "")
+            out[k] = out.get(k, 0) + n
+
+    seen: dict[str, int] = {}
+    for inst in view.instances.values():
+        if inst.state not in INSTANCE.terminal:
+            add(inst.provider, "hosts", inst.template, 1)
+        seen[inst.request_id] = seen.get(inst.request_id, 0) + 1
+    for req in view.requests.values():
+        if req.action == "request" and req.supply == "hosts" and unresolved(req, now, order_timeout):
+            add(req.provider, "hosts", req.template, req.count - seen.get(req.id, 0))
+    for grant in view.grants.values():
+        if grant.state not in GRANT.terminal:
+            add(grant.provider, "units", grant.resource, grant.count if grant.state != "requested" else grant.requested)
+    for order in view.orders.values():
+        if pending(order, now, order_timeout):
+            o = order.order
+            add(order.provider, o.supply, o.template or o.resource, o.count)
     return out

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Sequence
 
 from pydantic import BeforeValidator, Field, model_validator
 
 from messages.base import Model
 from messages.description import SupplyKind
+from policy.budget import BudgetLimits
+from policy.limits import ProviderLimits
+from policy.settings import PlanSettings
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -75,6 +78,13 @@ class BudgetConfig(Model):
     max_hosts: int | None = Field(default=None, ge=0)
     max_units: int | None = Field(default=None, ge=0)
 
+    def limits(self) -> BudgetLimits:
+        return BudgetLimits(
+            max_hosts=self.max_hosts, max_units=self.max_units, max_cost_per_hour=self.max_cost_per_hour,
+            max_spend=self.max_spend.amount if self.max_spend else None,
+            spend_per=self.max_spend.per if self.max_spend else "month",
+        )
+
 
 class PolicyConfig(Model):
     idle_time: Duration = 600.0
@@ -89,6 +99,14 @@ class PolicyConfig(Model):
     #: How often owners poll request status, and the planner re-plans.
     poll_every: Duration = 5.0
     plan_every: Duration = 5.0
+
+    def settings(self, budget: BudgetConfig | None = None, providers: Sequence[ProviderConfig] = ()) -> PlanSettings:
+        """The planner's settings: these keys, the global caps and each provider's own limits."""
+        return PlanSettings(
+            cooldown=self.cooldown, backoff_max=self.backoff_max, join_grace=self.join_grace,
+            order_timeout=self.request_timeout, budget=budget.limits() if budget else BudgetLimits(),
+            providers={p.name: p.policy.limits() for p in providers},
+        )
 
 
 class ScriptConfig(Model):
@@ -121,12 +139,51 @@ class DescribeOverrides(Model):
     zone: str | None = None
 
 
+class RateLimit(Model):
+    count: int = Field(ge=1)
+    per: Duration = 60.0
+
+    @model_validator(mode="after")
+    def _positive(self) -> "RateLimit":
+        if self.per <= 0:
+            raise ValueError("per must be longer than 0s")
+        return self
+
+
+class ProviderPolicy(Model):
+    """The operator's limits for one provider, on top of what it says of itself."""
+
+    max_cost_per_hour: float | None = Field(default=None, ge=0)
+    rate: RateLimit | None = None
+    #: Seconds per billed unit; 0 bills per second.
+    billing_unit: Duration = 0.0
+    return_window: Duration | None = None
+    max_lifetime: Duration | None = None
+
+    @model_validator(mode="after")
+    def _window_within_unit(self) -> "ProviderPolicy":
+        if self.return_window is not None and self.return_window >= (self.billing_unit or 3600.0):
+            raise ValueError("return_window must be shorter than the billing unit (billing_unit, or 1h)")
+        return self
+
+    def limits(self) -> ProviderLimits:
+        return ProviderLimits(
+            max_cost_per_hour=self.max_cost_per_hour,
+            rate_count=self.rate.count if self.rate else None,
+            rate_per=self.rate.per if self.rate else 60.0,
+            billing_unit=self.billing_unit,
+            return_window=self.return_window,
+            max_lifetime=self.max_lifetime,
+        )
+
+
 class ProviderConfig(Model):
     name: Name
     kind: SupplyKind
     script: ScriptConfig
     env_file: Path | None = None
     describe: DescribeOverrides = Field(default_factory=DescribeOverrides)
+    policy: ProviderPolicy = Field(default_factory=ProviderPolicy)
 
 
 class ResourceConfig(Model):

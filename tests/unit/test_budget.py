@@ -83,3 +83,27 @@ def test_the_tighter_cap_wins_and_exhausted_caps_drop_the_order(review):
 def test_no_caps_no_clamps(review):
     out = review(BudgetConfig(), [("p", ORDER)])
     assert [o.count for _, o in out.orders] == [10] and out.clamps == []
+
+
+def test_spend_this_period_stops_new_orders_once_reached():
+    """Costs so far accrue from the facts' times; the clock is injected, nothing sleeps."""
+    t0 = 1_773_576_000.0  # 2026-03-15 12:00 UTC: the month began 14.5 days earlier
+    desc = ProviderDescription(name="p", kind="hosts", templates=[Template(id="t", max_number=100, cost_per_hour=2.0)])
+    rows = [make_fact(ProviderDescribed(description=desc), provider="p", now=t0),
+            make_fact(RequestPlanned(action="request", supply="hosts", template="t", count=1), provider="p",
+                      fact_id="r1", now=t0),
+            make_fact(InstanceSeen(machine_id="m1", name="n1", request_id="r1", state="running", launched_at=t0),
+                      provider="p", now=t0)]
+    facts = [f.model_copy(update={"seq": i + 1}) for i, f in enumerate(rows)]
+    budget = BudgetConfig.model_validate({"max_spend": {"amount": 5.0, "per": "month"}})
+    for hours, expected in ((2.0, [10]), (3.0, [])):  # 4.0 spent, then 6.0
+        journal, reply = Inbox(), Inbox()
+        ref = BudgetActor.start(journal, budget, clock=lambda h=hours: t0 + h * 3600)
+        try:
+            ref.tell(Committed(facts=facts))
+            ref.tell(Review(orders=[("p", ORDER)], reply_to=reply))
+            out = reply.get(Reviewed)
+        finally:
+            ref.stop()
+        assert [o.count for _, o in out.orders] == expected
+        assert [c[0] for c in out.clamps] == ([] if expected else ["max_spend"])

@@ -10,7 +10,8 @@ from messages.description import Pool, ProviderDescription, Template
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, Order, RequestChanged, RequestPlanned, make_fact
 from messages.records import ProviderRecord
 from persistence.projection import Projection
-from policy.planning import PlanSettings, plan, size
+from policy.granularity import size
+from policy.planning import PlanSettings, plan
 from policy.reclaim import reclaim
 from policy.supply import SupplyView, in_flight
 

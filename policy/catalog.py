@@ -1,0 +1,110 @@
+"""Every provider's offers for a wish, ranked once while descriptions stay the same.
+
+Candidates rank by priority (higher first; a template's own priority refines
+its provider's), then price per unit of demand (host-hour or unit-hour),
+then lead time, then provider name and template, so the same inputs always
+give the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from messages.demand import HostItem, UnitItem
+from messages.records import ProviderRecord
+from policy.matching import Selector
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One template (or pool) of one provider that can serve an item."""
+
+    provider: str
+    key: str  # template id or resource name
+    priority: int
+    price: float
+    lead_time: float
+    max_number: int
+    #: The provider's overall cap, shared by all its templates.
+    capacity: int | None
+    min_request: int
+    step: int
+    min_hold: float
+
+    @property
+    def rank(self) -> tuple:
+        return (-self.priority, self.price, self.lead_time, self.provider, self.key)
+
+
+def wants(item: HostItem | UnitItem) -> tuple:
+    """What an item asks for, without its id and count: items alike share one ranking."""
+    if isinstance(item, HostItem):
+        return ("hosts", item.template, tuple(sorted(item.select.items())))
+    return ("units", item.resource)
+
+
+class Catalog:
+    """Every provider's offers, ranked once per kind of wish.
+
+    Descriptions change rarely while demand changes often, so the ranked
+    offers for each distinct wish (template, selectors or resource) are kept
+    until the descriptions change; which providers are usable right now
+    (status, owner, cooldown, room) is checked at planning time.
+    """
+
+    def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
+        self.descriptions = {name: rec.description for name, rec in providers.items() if rec.description}
+        self._ranked: dict[tuple, tuple[list[Offer], list[str]]] = {}
+
+    def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
+        """True while the providers' descriptions are the ones this catalog was built from."""
+        current = {name: rec.description for name, rec in providers.items() if rec.description}
+        return current.keys() == self.descriptions.keys() and all(
+            current[n] is self.descriptions[n] for n in current)
+
+    def offers(self, item: HostItem | UnitItem) -> tuple[list[Offer], list[str]]:
+        """Matching offers in rank order, and the providers of the item's kind that do not match."""
+        key = wants(item)
+        found = self._ranked.get(key)
+        if found is None:
+            found = self._ranked[key] = self._rank(item)
+        return found
+
+    def _rank(self, item: HostItem | UnitItem) -> tuple[list[Offer], list[str]]:
+        offers: list[Offer] = []
+        mismatched: list[str] = []
+        selector = Selector(item) if isinstance(item, HostItem) else None
+        for name in sorted(self.descriptions):
+            desc = self.descriptions[name]
+            if desc.kind != item.kind:
+                continue
+            if selector is not None:
+                matches = [
+                    (t.id, t.max_number, t.priority,
+                     desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour)
+                    for t in desc.templates
+                    if selector.matches(t, desc.zone)
+                ]
+            else:
+                pool = desc.pool(item.resource)  # type: ignore[union-attr]
+                matches = [(pool.resource, pool.capacity, None, desc.price(pool.resource))] if pool else []
+            if not matches:
+                mismatched.append(name)
+            for key, max_number, priority, price in matches:
+                offers.append(
+                    Offer(
+                        provider=name,
+                        key=key,
+                        priority=desc.priority if priority is None else priority,
+                        price=price,
+                        lead_time=desc.lead_time_s,
+                        max_number=max_number,
+                        capacity=desc.capacity,
+                        min_request=desc.min_request,
+                        step=desc.step,
+                        min_hold=desc.min_hold_s,
+                    )
+                )
+        offers.sort(key=lambda o: o.rank)
+        return offers, mismatched

@@ -1,0 +1,106 @@
+"""Costs so far: what held hosts and borrowed units have cost, from their times and prices.
+
+A host is paid for from its launch (else from when it was first seen) until
+it was returned or lost (else until now); a grant from when it was granted
+until it was returned. Providers billing per second are charged for the
+exact span; a provider with a billing unit (``billing_unit``, e.g. 3600 s)
+is charged for every unit started, in full, from the moment it starts.
+
+``since`` restricts the sum to what accrued from that time on (the budget's
+spend per period).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from messages.records import GrantRecord, InstanceRecord, ProviderRecord
+from messages.states import INSTANCE
+
+#: Grant states in which borrowed units are held (and paid for).
+HOLDING = frozenset({"granted", "return_planned", "returning"})
+
+
+def accrued(start: float, end: float, price_per_hour: float, billing_unit: float = 0.0,
+            since: float | None = None) -> float:
+    """Cost of holding one host or unit from ``start`` to ``end`` at ``price_per_hour``."""
+    span = max(0.0, end - start)
+    if billing_unit > 0:
+        span = math.ceil(span / billing_unit - 1e-9) * billing_unit
+    stop = start + span
+    begin = start if since is None else max(start, since)
+    return max(0.0, stop - begin) / 3600.0 * price_per_hour
+
+
+def instance_cost(inst: InstanceRecord, price_per_hour: float, now: float, billing_unit: float = 0.0,
+                  since: float | None = None) -> float:
+    start = inst.launched_at if inst.launched_at is not None else inst.seen_at
+    end = inst.ended_at if inst.ended_at is not None else now
+    return accrued(start, end, price_per_hour, billing_unit, since)
+
+
+def grant_cost(grant: GrantRecord, price_per_hour: float, now: float, billing_unit: float = 0.0,
+               since: float | None = None) -> float:
+    if grant.granted_at is None:
+        return 0.0
+    end = grant.ended_at if grant.ended_at is not None else now
+    return grant.count * accrued(grant.granted_at, end, price_per_hour, billing_unit, since)
+
+
+@dataclass(frozen=True)
+class ProviderCost:
+    provider: str
+    cost_so_far: float
+    #: What everything held from it right now costs per hour.
+    cost_per_hour_now: float
+
+
+@dataclass(frozen=True)
+class Costs:
+    by_provider: dict[str, ProviderCost] = field(default_factory=dict)
+    total: float = 0.0
+    cost_per_hour_now: float = 0.0
+
+
+def price(providers: Mapping[str, ProviderRecord], provider: str, key: str | None) -> float:
+    """Price of one host-hour of a template or one unit-hour of a resource; 0 when undescribed."""
+    rec = providers.get(provider)
+    return rec.description.price(key) if rec is not None and rec.description is not None else 0.0
+
+
+def costs(
+    providers: Mapping[str, ProviderRecord],
+    instances: Mapping[str, InstanceRecord],
+    grants: Mapping[str, GrantRecord],
+    now: float,
+    billing_units: Mapping[str, float] | None = None,
+    since: float | None = None,
+) -> Costs:
+    """Costs so far per provider and in total, and the cost per hour of what is held now.
+
+    ``providers``, ``instances`` and ``grants`` are the projection's record maps;
+    ``billing_units`` gives a provider's billing unit in seconds (absent: per second).
+    Every provider in ``providers`` is listed, at 0 if it never held anything.
+    """
+    units = billing_units or {}
+    so_far: dict[str, float] = {name: 0.0 for name in providers}
+    rate: dict[str, float] = {name: 0.0 for name in providers}
+    for inst in instances.values():
+        p = price(providers, inst.provider, inst.template)
+        so_far[inst.provider] = so_far.get(inst.provider, 0.0) + instance_cost(
+            inst, p, now, units.get(inst.provider, 0.0), since)
+        if inst.state not in INSTANCE.terminal:
+            rate[inst.provider] = rate.get(inst.provider, 0.0) + p
+    for grant in grants.values():
+        p = price(providers, grant.provider, grant.resource)
+        so_far[grant.provider] = so_far.get(grant.provider, 0.0) + grant_cost(
+            grant, p, now, units.get(grant.provider, 0.0), since)
+        if grant.state in HOLDING:
+            rate[grant.provider] = rate.get(grant.provider, 0.0) + grant.count * p
+    by_provider = {
+        name: ProviderCost(provider=name, cost_so_far=so_far[name], cost_per_hour_now=rate.get(name, 0.0))
+        for name in sorted(so_far)
+    }
+    return Costs(by_provider=by_provider, total=sum(so_far.values()), cost_per_hour_now=sum(rate.values()))

@@ -1,0 +1,22 @@
+"""Providers take requests in steps: a minimum amount, then multiples of a step."""
+
+from __future__ import annotations
+
+
+def size(need: int, room: int, min_request: int, step: int) -> int:
+    """``need`` rounded up to the provider's granularity, never above ``room``; 0 if nothing granular fits.
+
+    Rounding up rather than down is what meets demand; when the rounded amount
+    does not fit, the largest granular amount that does is taken instead, so a
+    clamp (capacity, caps, budget) never yields an amount the provider refuses.
+    """
+    if need <= 0 or room <= 0:
+        return 0
+    amount = max(need, min_request)
+    if step > 1 and (amount - min_request) % step:
+        amount += step - (amount - min_request) % step
+    if amount > room:
+        if room < min_request:
+            return 0
+        amount = min_request + ((room - min_request) // step) * step
+    return amount

@@ -1,0 +1,123 @@
+"""How much each offer may still take in one planning round, and why not more.
+
+An offer's room is the tightest of: its template's ``max_number`` and the
+provider's ``capacity`` less what is held or on its way there; the
+provider's own cost-per-hour cap and rate limit; and the global caps. Each
+amount ordered is taken from every one of them at once, so later offers in
+the same round see what earlier ones used.
+
+Before room comes usability: a provider that is not active (paused,
+drained, disabled), has no owner, or is cooling down (whole, or the one
+template) takes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from messages.records import ProviderRecord
+from policy.budget import EPS, Headroom, Usage, period_start
+from policy.catalog import Offer
+from policy.cooldown import Cooldown, cooldowns
+from policy.costs import costs
+from policy.ratelimit import ordered_recently
+from policy.settings import PlanSettings
+from policy.supply import SupplyView, held
+
+
+def _clock(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cooling_reason(c: Cooldown) -> str:
+    what = f" of {c.key}" if c.key else ""
+    return f"cooldown: {c.cause}{what} ({c.strikes} in a row) until {_clock(c.until)}"
+
+
+class Rooms:
+    def __init__(self, providers: Mapping[str, ProviderRecord], view: SupplyView, now: float,
+                 settings: PlanSettings) -> None:
+        self.providers = providers
+        self.settings = settings
+        self.held = held(view, now, settings.order_timeout)
+        used = Usage.of(self.held, providers)
+        self.count = {p: u.count for p, u in used.by_provider.items()}
+        self.rate = {p: u.cost_per_hour for p, u in used.by_provider.items()}
+        windows = {p: lim.rate_per for p, lim in settings.providers.items() if lim.rate_count is not None}
+        self.recent = ordered_recently(view.orders.values(), now, windows) if windows else {}
+        self.cooling = cooldowns(view.requests.values(), now, settings.cooldown, settings.backoff_max)
+        self.budget: Headroom | None = None
+        b = settings.budget
+        if b.any:
+            spent = 0.0
+            if b.max_spend is not None:
+                spent = costs(providers, view.instances, view.grants, now, settings.billing_units,
+                              since=period_start(now, b.spend_per)).total
+            self.budget = Headroom(b, used, spent)
+        self._blocked: dict[str, str | None] = {}
+        #: Offers found with no room this round, and why: room only shrinks within a round,
+        #: so later items skip the arithmetic (thousands of items walk the same full offers).
+        self._full: dict[tuple[str, str], str] = {}
+
+    def blocked(self, offer: Offer) -> str | None:
+        """Why this offer takes nothing at all this round, or None."""
+        why = self._blocked.get(offer.provider, "")
+        if why == "":
+            why = self._blocked[offer.provider] = self._provider_blocked(offer.provider)
+        if why is None and self.cooling:
+            c = self.cooling.get((offer.provider, offer.key))
+            if c is not None:
+                return cooling_reason(c)
+        return why
+
+    def _provider_blocked(self, provider: str) -> str | None:
+        rec = self.providers.get(provider)
+        if rec is None:
+            return "unknown provider"
+        if rec.status != "active":
+            return rec.status + (f": {rec.status_reason}" if rec.status_reason else "")
+        if not rec.owner:
+            return "no owner: no daemon holds its lease"
+        c = self.cooling.get((provider, ""))
+        return cooling_reason(c) if c is not None else None
+
+    def room(self, offer: Offer, supply: str) -> tuple[int, str]:
+        """Most this offer may take now, and what limits it (the reason if that is too little)."""
+        p = offer.provider
+        full = self._full.get((p, offer.key))
+        if full is not None:
+            return 0, full
+        room = offer.max_number - self.held.get((p, supply, offer.key), 0)
+        why = f"capacity: room for {max(0, room)}"
+        if offer.capacity is not None:
+            left = offer.capacity - self.count.get(p, 0)
+            if left < room:
+                room, why = left, f"capacity: room for {max(0, left)}"
+        lim = self.settings.limits(p)
+        if lim.max_cost_per_hour is not None and offer.price > 0:
+            left = math.floor((lim.max_cost_per_hour - self.rate.get(p, 0.0)) / offer.price + EPS)
+            if left < room:
+                room, why = left, f"budget: provider max_cost_per_hour {lim.max_cost_per_hour:g}"
+        if lim.rate_count is not None:
+            left = lim.rate_count - self.recent.get(p, 0)
+            if left < room:
+                room, why = left, f"rate: at most {lim.rate_count} per {lim.rate_per:g}s"
+        if self.budget is not None:
+            left_, cap = self.budget.room(supply, offer.price, lim.charge_hours(offer.min_hold))
+            if left_ is not None and left_ < room:
+                room, why = left_, f"budget: {cap}"
+        if room <= 0:
+            self._full[(p, offer.key)] = why
+        return max(0, room), why
+
+    def take(self, offer: Offer, supply: str, amount: int) -> None:
+        p = offer.provider
+        key = (p, supply, offer.key)
+        self.held[key] = self.held.get(key, 0) + amount
+        self.count[p] = self.count.get(p, 0) + amount
+        self.rate[p] = self.rate.get(p, 0.0) + amount * offer.price
+        self.recent[p] = self.recent.get(p, 0) + amount
+        if self.budget is not None:
+            self.budget.take(supply, amount, offer.price, self.settings.limits(p).charge_hours(offer.min_hold))

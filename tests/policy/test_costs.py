@@ -1,0 +1,42 @@
+"""Costs so far: launch and return times times price, per second or per billed unit."""
+
+from __future__ import annotations
+
+import pytest
+
+from messages.facts import GrantChanged, InstanceChanged, RequestPlanned
+from persistence.projection import Projection
+from policy.costs import accrued, costs
+from tests.policy.factories import T0, feed, hosts, idle_host, units
+
+
+def test_per_second_and_per_billed_unit():
+    assert accrued(0, 1800, 2.0) == pytest.approx(1.0)
+    assert accrued(0, 1800, 2.0, billing_unit=3600) == pytest.approx(2.0), "a started hour is paid in full"
+    assert accrued(0, 3601, 2.0, billing_unit=3600) == pytest.approx(4.0)
+    assert accrued(0, 0, 2.0, billing_unit=3600) == 0.0
+    assert accrued(0, 7200, 1.0, since=3600) == pytest.approx(1.0), "only what accrued since counts"
+
+
+def test_costs_per_provider_and_total_from_the_facts():
+    p = Projection()
+    idle_host(p, "a", "m1", "a-t", launched=T0, idle_at=T0 + 10)
+    idle_host(p, "a", "m2", "a-t", launched=T0, idle_at=T0 + 10)
+    feed(p, "a", InstanceChanged(kind="instance_return_planned", machine_id="m2", state="return_planned"),
+         InstanceChanged(kind="instance_returning", machine_id="m2", state="returning"),
+         InstanceChanged(kind="instance_returned", machine_id="m2", state="returned"), now=T0 + 1800)
+    feed(p, "u", RequestPlanned(action="request", supply="units", resource="vcs", count=3), ids=["g1"], now=T0)
+    feed(p, "u", GrantChanged(kind="grant_granted", grant_id="g1", resource="vcs", state="granted", count=3),
+         now=T0 + 600)
+    provs = {"a": hosts("a", price=2.0), "u": units("u", price=0.5), "idle": hosts("idle")}
+    now = T0 + 3600
+    out = costs(provs, p.instances, p.grants, now)
+    # m1: 1 h at 2.0; m2: 0.5 h at 2.0; 3 units for 50 min at 0.5
+    assert out.by_provider["a"].cost_so_far == pytest.approx(3.0)
+    assert out.by_provider["u"].cost_so_far == pytest.approx(3 * 0.5 * 3000 / 3600)
+    assert out.by_provider["idle"].cost_so_far == 0.0
+    assert out.total == pytest.approx(3.0 + 1.25)
+    assert out.by_provider["a"].cost_per_hour_now == 2.0, "only m1 is still held"
+    assert out.cost_per_hour_now == pytest.approx(2.0 + 1.5)
+    hourly = costs(provs, p.instances, p.grants, now, billing_units={"a": 3600})
+    assert hourly.by_provider["a"].cost_so_far == pytest.approx(4.0), "m2's half hour is billed as a whole one"
