@@ -12,6 +12,7 @@ way; facts already delivered are skipped by seq.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pykka
@@ -38,6 +39,8 @@ from persistence.port import Changes, Controller
 log = logging.getLogger(__name__)
 
 CHUNK = 5_000
+#: Seconds before a replay that could not read the log is tried again.
+REPLAY_RETRY = 0.5
 
 
 class _Flush(Model):
@@ -220,8 +223,16 @@ class JournalActor(Actor):
             demand = self.controller.get_demand()
             events = self.controller.read_host_events(after=0)
         except ControllerUnavailable as exc:
-            log.error("journal: replay for %d subscribers failed: %s", len(joining), exc)
-            demand, events = None, []
+            # No CaughtUp on part of the history: a planner that thought it had all of it would
+            # order again what is already on its way. Try the whole replay again shortly
+            # (facts already sent are skipped by seq).
+            log.error("journal: replay for %d subscribers failed, retrying: %s", len(joining), exc)
+            self.joining = joining + self.joining
+            self.replay_queued = True
+            timer = threading.Timer(REPLAY_RETRY, self._retry_replay)
+            timer.daemon = True
+            timer.start()
+            return
         for sub in joining:
             self._tell(sub.ref, CaughtUp(seq=self.delivered))
             if demand is not None:
@@ -229,6 +240,10 @@ class JournalActor(Actor):
             if events:
                 self._tell(sub.ref, HostEvents(events=events))
         self.subscribers += joining
+
+    def _retry_replay(self) -> None:
+        if self.actor_ref.is_alive():
+            self.actor_ref.tell(_Replay())
 
     def replaying(self) -> bool:
         """True while some subscriber still waits for its replay (asked through a proxy)."""

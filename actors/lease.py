@@ -120,6 +120,10 @@ class LeaseActor(Actor):
             started = self.monotonic()
             try:
                 h = self.held.get(name)
+                if h is not None and h.revoked.is_set():
+                    # A slow controller made this round outlast the lease: stop before asking again.
+                    self._drop(name, "no successful renewal within the TTL")
+                    continue
                 if h is not None:
                     lease = self.controller.leases.renew(h.lease, ttl)
                     if lease is None:

@@ -5,6 +5,9 @@
 absolute path ``/var/lib/provisioner/state.db`` (``sqlite:////var/...`` means
 the same), and ``sqlite://state.db`` is relative to the working directory.
 Missing parent folders are created.
+
+``etcd://HOST:PORT[,HOST:PORT...][/NAMESPACE][?ca=&cert=&key=&timeout=]``: an
+etcd cluster (``persistence.etcd``); see docs/deployment.md.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ def open_controller(url: str, clock: Callable[[], float] = time.time) -> Control
     if scheme == "sqlite":
         return SqliteController(sqlite_path(url), clock=clock)
     if scheme == "etcd":
-        raise ValueError(f"controller url {url!r}: the etcd backend is not available yet; use sqlite://PATH")
+        # Imported here: the etcd client's libraries take a while to load, and most hosts use SQLite.
+        from persistence.etcd import EtcdController
+
+        return EtcdController(url, clock=clock)
     raise ValueError(f"controller url {url!r}: unknown scheme {scheme!r}; expected sqlite or etcd")
 
 

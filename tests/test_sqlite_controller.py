@@ -44,7 +44,7 @@ def test_open_controller_creates_the_file_and_its_folders(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("url", "words"),
     [
-        ("etcd://127.0.0.1:2379", "etcd backend is not available"),
+        ("etcd://127.0.0.1:99999", "port out of range"),
         ("redis://localhost/0", "unknown scheme 'redis'"),
         ("/var/lib/state.db", "expected sqlite://PATH"),
         ("sqlite://", "naming a database file"),

@@ -4,10 +4,17 @@ A new backend is added by appending one ``Backend`` to ``BACKENDS``; the tests
 do not change. Each backend gets a fresh controller per test, and every handle
 made by ``make_controller`` shares the test's fake clock, so lease expiry is
 driven by ``clock.advance`` rather than by waiting.
+
+The etcd backend runs against one real etcd member for the whole session,
+each test in a namespace of its own. Its lease records expire by the
+injected clock, as the port says ("expiry is judged by the controller's
+clock"); the etcd lease behind them runs on real time, which a test never
+waits out, so the fake clock alone decides every expiry the tests look at.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -16,6 +23,7 @@ import pytest
 
 from persistence.controller import open_controller
 from persistence.port import Controller
+from tests.etcd.cluster import Cluster
 
 from .factories import FakeClock
 
@@ -23,20 +31,28 @@ from .factories import FakeClock
 @dataclass(frozen=True)
 class Backend:
     name: str
-    #: The URL of a fresh, empty controller for one test.
-    url: Callable[[Path], str]
+    #: The URL of a fresh, empty controller for one test (fixtures come from the request).
+    url: Callable[[pytest.FixtureRequest, Path], str]
 
 
 BACKENDS = [
-    Backend("sqlite", lambda tmp: f"sqlite://{tmp / 'controller' / 'state.db'}"),
+    Backend("sqlite", lambda request, tmp: f"sqlite://{tmp / 'controller' / 'state.db'}"),
+    Backend("etcd", lambda request, tmp: request.getfixturevalue("etcd_cluster").url(f"t-{uuid.uuid4().hex}")),
 ]
 
 MakeController = Callable[[], Controller]
 
 
+@pytest.fixture(scope="session")
+def etcd_cluster() -> Iterator[Cluster]:
+    cluster = Cluster().start()
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture(params=BACKENDS, ids=lambda b: b.name)
 def controller_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return request.param.url(tmp_path)
+    return request.param.url(request, tmp_path)
 
 
 @pytest.fixture

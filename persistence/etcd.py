@@ -1,0 +1,380 @@
+"""The distributed controller: facts, leases, demand, host events and totals in an etcd cluster.
+
+Keys, under ``/NAMESPACE/`` (see ``lease.etcd_client``):
+
+``lease/<name>``     ownership keys (``lease.etcd``); a fence is the key's create revision
+``facts/<seq>``      the facts one transaction appended, as lines of JSON without their seqs,
+                     under the seq of the last one (zero-padded to 20 digits)
+``ids/<id>``         the seq of a stored fact id (makes a repeated append idempotent)
+``events/<seq>``     host events
+``head/facts``       the last fact seq; ``head/events`` the last host event seq
+``head/demand``      the current demand snapshot; its mod revision is its seq
+``totals/<name>``    shared-resource totals
+
+**Fenced appends.** A batch is written in transactions of at most 120 facts
+(etcd allows 128 operations per transaction by default; each fact costs one
+compare and the put of its id, the facts themselves are one put). Each
+transaction compares, for every lease its facts name, the
+ownership key's create revision (the fence) and mod revision (which pins its
+value, so holder and expiry, and its etcd lease) with the key as read when
+the facts were judged; the head of the log's mod revision, so seqs are given
+out by one writer at a time; and, for every fact, that its id is not stored
+yet. If any compare fails, the same round trip reads back what changed and
+the chunk is judged again. So a fact lands only under the fence that is
+current when it lands, and a batch's facts of one lease are refused together
+from the first chunk that finds the lease gone.
+
+**Order.** Seqs are consecutive and given out under the head's compare, so
+commit order is seq order: a reader that has seen seq N never later finds a
+new fact below it. Since each key is named by the last seq it holds, the
+first key at or after ``facts/<N+1>`` holds fact N+1.
+
+**Tailing.** ``changes`` reads by key from the cursor, never from the watch
+history, so compaction loses nothing; a ``WatchBell`` on ``head/`` (small
+keys: one event per append) wakes it.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Iterator, Sequence, TypeVar
+
+import orjson
+
+from lease.etcd import ATTEMPTS, Clock, EtcdLeases
+from lease.etcd_client import (
+    MAX_TXN_OPS,
+    EtcdClient,
+    EtcdTarget,
+    KeyValue,
+    TxnResult,
+    compare,
+    prefix_end,
+    put_op,
+    range_op,
+)
+from lease.port import ControllerUnavailable
+from messages.base import Model
+from messages.demand import DemandSnapshot, HostEvent, HostEventKind
+from messages.facts import Fact
+from persistence.decoding import Decoder, stored_fact
+from persistence.etcd_watch import WatchBell
+from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
+
+M = TypeVar("M", bound=Model)
+
+#: Most facts ``changes`` hands out per call (the port's bound).
+CHANGES_LIMIT = 10_000
+#: Facts per transaction: one compare and one put each, plus a few for the head and the leases.
+CHUNK_FACTS = MAX_TXN_OPS - 8
+#: Fact keys per range read (each holds at most CHUNK_FACTS facts).
+PAGE_KEYS = 256
+#: Fact bytes per transaction, well within etcd's 1.5 MiB request limit once base64-encoded.
+CHUNK_BYTES = 768 * 1024
+
+
+class EtcdController:
+    """``Controller`` on an etcd cluster, shared by daemon instances on several hosts."""
+
+    def __init__(self, url: str, clock: Clock = time.time) -> None:
+        self._client = EtcdClient(EtcdTarget.from_url(url))
+        self.location = self._client.location
+        self._clock = clock
+        self._decode = Decoder(self.location)
+        self.leases = EtcdLeases(self._client, clock)
+        key = self._client.key
+        self._facts, self._events = key("facts") + b"/", key("events") + b"/"
+        self._head, self._fact_head, self._event_head = key("head") + b"/", key("head", "facts"), key("head", "events")
+        self._demand, self._totals = key("head", "demand"), key("totals") + b"/"
+        # What this handle last knew of keys its transactions compare: a stale guess costs one round trip.
+        self._known_fact_head: KeyValue | None = None
+        self._known_event_head: KeyValue | None = None
+        self._known_leases: dict[str, KeyValue | None] = {}
+        self._append_lock = threading.Lock()
+        self._event_lock = threading.Lock()
+        self._bell: WatchBell | None = None
+        self._bell_lock = threading.Lock()
+
+    # --- facts ---------------------------------------------------------------
+
+    def append(self, facts: Sequence[Fact]) -> AppendResult:
+        facts = list(facts)
+        if not facts:
+            return AppendResult()
+        unique: dict[str, Fact] = {}
+        for fact in facts:
+            unique.setdefault(fact.id, fact)
+        outcome: dict[str, Fact | str] = {}
+        with self._append_lock:
+            for chunk in _chunks([(f, stored_fact(f)) for f in unique.values()]):
+                outcome.update(self._append_chunk(chunk))
+        # Every input gets its id's outcome: a repeat within the batch is accepted as its first copy.
+        accepted = sorted((o for f in facts if isinstance(o := outcome[f.id], Fact)), key=lambda f: f.seq or 0)
+        refused = [RefusedFact(id=f.id, lease=f.lease, fence=f.fence, reason=reason)
+                   for f in facts if isinstance(reason := outcome[f.id], str)]
+        return AppendResult(accepted=accepted, refused=refused)
+
+    def _append_chunk(self, chunk: list[tuple[Fact, bytes]]) -> dict[str, Fact | str]:
+        """Each fact's outcome: the fact as stored, or why it was refused."""
+        outcome: dict[str, Fact | str] = {}
+        pending = chunk
+        for _ in self._tries():
+            now = self._clock()
+            names = list(dict.fromkeys(f.lease for f, _ in pending if f.lease))
+            verdicts = {(f.lease, f.fence): self.leases.refusal(self._known_leases.get(f.lease), f.lease, f.fence, now)
+                        for f, _ in pending if f.lease}
+            new = [(f, data) for f, data in pending if not f.lease or verdicts[f.lease, f.fence] is None]
+            refused = [(f, reason) for f, _ in pending if f.lease and (reason := verdicts[f.lease, f.fence])]
+            head = self._known_fact_head
+            last = int(head.value) if head else 0
+            compares = [compare(self._fact_head, "MOD", head.mod_revision if head else 0)]
+            for name in names:
+                kv = self._known_leases.get(name)
+                compares += [compare(self.leases.key(name), "CREATE", kv.create_revision if kv else 0),
+                             compare(self.leases.key(name), "MOD", kv.mod_revision if kv else 0)]
+            compares += [compare(self._id_key(f.id), "CREATE", 0) for f, _ in new]
+            success = [put_op(self._id_key(f.id), b"%d" % (last + 1 + i)) for i, (f, _) in enumerate(new)]
+            if new:
+                success += [put_op(self._fact_key(last + len(new)), b"\n".join(data for _, data in new)),
+                            put_op(self._fact_head, b"%d" % (last + len(new)))]
+            success += [range_op(self._id_key(f.id)) for f, _ in refused]
+            failure = [range_op(self._fact_head)] + [range_op(self.leases.key(n)) for n in names]
+            failure += [range_op(self._id_key(f.id)) for f, _ in pending]
+            result = self._client.txn(compares, success, failure)
+            if result.succeeded:
+                if new:
+                    self._known_fact_head = _advanced(self._fact_head, head, last + len(new), result)
+                outcome.update((f.id, f.model_copy(update={"seq": last + 1 + i})) for i, (f, _) in enumerate(new))
+                # A refused fact whose id is already stored is a retry of a write that went in.
+                outcome.update(self._stored({f.id: (f, int(found[0].value))
+                                             for (f, _), found in zip(refused, result.ranges) if found}))
+                for f, reason in refused:
+                    outcome.setdefault(f.id, reason)
+                return outcome
+            # Another writer came first: take what the failure branch read and judge again.
+            self._known_fact_head = _one(result.ranges[0])
+            for name, found in zip(names, result.ranges[1:]):
+                self._known_leases[name] = _one(found)
+            stored = {f.id: (f, int(found[0].value))
+                      for (f, _), found in zip(pending, result.ranges[1 + len(names):]) if found}
+            if stored:
+                outcome.update(self._stored(stored))
+                pending = [(f, data) for f, data in pending if f.id not in stored]
+                if not pending:
+                    return outcome
+        raise ControllerUnavailable(f"controller {self.location}: append gave up; other writers kept changing the log")
+
+    def _stored(self, found: dict[str, tuple[Fact, int]]) -> dict[str, Fact]:
+        """The stored copies of facts already in the log, by id."""
+        if not found:
+            return {}
+        end = prefix_end(self._facts)
+        result = self._client.txn([], [range_op(self._fact_key(seq), end, 1) for _, seq in found.values()])
+        out = {}
+        for (fact_id, (fact, seq)), kvs in zip(found.items(), result.ranges):
+            lines = dict(self._unpack(kvs[0])) if kvs else {}
+            # A stored copy that no longer decodes is still the same fact, at its seq.
+            copy = self._decode.fact(seq, lines[seq]) if seq in lines else None
+            out[fact_id] = copy or fact.model_copy(update={"seq": seq})
+        return out
+
+    def read(self, after: int = 0, limit: int = 10_000) -> list[Fact]:
+        out: list[Fact] = []
+        last = after
+        while len(out) < limit:
+            kvs, more = self._client.range(self._fact_key(last + 1), prefix_end(self._facts), PAGE_KEYS)
+            facts, last = self._parse_facts(kvs, last, limit - len(out))
+            out += facts
+            if not more:
+                break
+        return out
+
+    def _parse_facts(self, kvs: list[KeyValue], after: int, limit: int) -> tuple[list[Fact], int]:
+        """Up to ``limit`` facts after ``after`` that decode, and the last seq looked at."""
+        out: list[Fact] = []
+        last = after
+        for kv in kvs:
+            for seq, line in self._unpack(kv):
+                if seq <= after:
+                    continue
+                if len(out) == limit:
+                    return out, last
+                last = seq
+                fact = self._decode.fact(seq, line)
+                if fact is not None:
+                    out.append(fact)
+        return out, last
+
+    def _unpack(self, kv: KeyValue) -> list[tuple[int, bytes]]:
+        """The ``(seq, stored fact)`` pairs of one fact key."""
+        lines = kv.value.split(b"\n")
+        first = int(kv.key[len(self._facts):]) - len(lines) + 1
+        return [(first + i, line) for i, line in enumerate(lines)]
+
+    def last_seq(self) -> int:
+        head = self._client.get(self._fact_head)
+        return int(head.value) if head else 0
+
+    # --- inputs from the scheduler and operators ----------------------------
+
+    def put_demand(self, snapshot: DemandSnapshot) -> DemandSnapshot:
+        now = self._clock()
+        items = snapshot.model_dump(mode="json", exclude_none=True)["items"]
+        revision = self._client.put(self._demand, orjson.dumps({"items": items, "time": now}))
+        return snapshot.model_copy(update={"seq": revision, "time": now})
+
+    def get_demand(self) -> DemandSnapshot | None:
+        kv = self._client.get(self._demand)
+        return self._parse_demand(kv) if kv is not None else None
+
+    def _parse_demand(self, kv: KeyValue) -> DemandSnapshot | None:
+        return self._parse("demand", DemandSnapshot, kv.mod_revision, kv.value)
+
+    def post_host_event(self, name: str, event: HostEventKind, time: float) -> HostEvent:
+        checked = HostEvent(name=name, event=event, time=time)
+        data = orjson.dumps({"name": checked.name, "event": checked.event, "time": checked.time})
+        with self._event_lock:
+            for _ in self._tries():
+                head = self._known_event_head
+                seq = (int(head.value) if head else 0) + 1
+                result = self._client.txn(
+                    [compare(self._event_head, "MOD", head.mod_revision if head else 0)],
+                    [put_op(self._event_key(seq), data), put_op(self._event_head, b"%d" % seq)],
+                    [range_op(self._event_head)])
+                if result.succeeded:
+                    self._known_event_head = _advanced(self._event_head, head, seq, result)
+                    return checked.model_copy(update={"seq": seq})
+                self._known_event_head = _one(result.ranges[0])
+        raise ControllerUnavailable(f"controller {self.location}: host event gave up; other writers kept posting")
+
+    def read_host_events(self, after: int = 0, limit: int = 10_000) -> list[HostEvent]:
+        kvs, _ = self._client.range(self._event_key(after + 1), prefix_end(self._events), max(1, limit))
+        return self._parse_events(kvs[: max(0, limit)], after)[0]
+
+    def _parse_events(self, kvs: list[KeyValue], last: int) -> tuple[list[HostEvent], int]:
+        out = []
+        for kv in kvs:
+            last = int(kv.key[len(self._events):])
+            event = self._parse("host event", HostEvent, last, kv.value)
+            if event is not None:
+                out.append(event)
+        return out, last
+
+    def set_resource_total(self, total: ResourceTotal) -> None:
+        self._client.put(self._client.key("totals", total.name), total.to_json())
+
+    def resource_totals(self) -> list[ResourceTotal]:
+        kvs, _ = self._client.range(self._totals, prefix_end(self._totals))
+        totals = [ResourceTotal.from_json(kv.value) for kv in kvs]
+        return sorted(totals, key=lambda t: t.name)
+
+    # --- push -----------------------------------------------------------------
+
+    def changes(self, cursor: Cursor, timeout: float) -> Changes:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            found, revision = self._changes_since(cursor)
+            if found is not None:
+                return found
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return Changes(cursor=cursor)
+            self._bell_from(revision + 1).wait_beyond(revision, remaining)
+
+    def _changes_since(self, cursor: Cursor) -> tuple[Changes | None, int]:
+        """What is new beyond ``cursor`` (None if nothing), read in one snapshot, and its revision."""
+        result = self._client.txn([], [
+            range_op(self._fact_key(cursor.facts + 1), prefix_end(self._facts), PAGE_KEYS),
+            range_op(self._demand),
+            range_op(self._event_key(cursor.host_events + 1), prefix_end(self._events), CHANGES_LIMIT),
+        ])
+        fact_kvs, demand_kvs, event_kvs = result.ranges
+        facts, fact_seq = self._parse_facts(fact_kvs, cursor.facts, CHANGES_LIMIT)
+        demand = None
+        if demand_kvs and demand_kvs[0].mod_revision > cursor.demand:
+            demand = self._parse_demand(demand_kvs[0])
+        events, event_seq = self._parse_events(event_kvs, cursor.host_events)
+        new_cursor = Cursor(
+            facts=fact_seq,
+            demand=demand_kvs[0].mod_revision if demand_kvs else cursor.demand,
+            host_events=event_seq,
+        )
+        if new_cursor == cursor:
+            return None, result.revision
+        return Changes(cursor=new_cursor, facts=facts, demand=demand, host_events=events), result.revision
+
+    def _bell_from(self, revision: int) -> WatchBell:
+        with self._bell_lock:
+            if self._bell is None:
+                self._bell = WatchBell(self._client, self._head, revision)
+            return self._bell
+
+    # --- keys and lifecycle ---------------------------------------------------
+
+    def _tries(self) -> Iterator[int]:
+        """Attempts at a transaction that competes for a head key, for as long as one call may take.
+
+        Someone else's commit is what fails a try, so the log always moves on;
+        a short random pause keeps one writer from losing every race.
+        """
+        deadline = time.monotonic() + self._client.target.timeout
+        tries = 0
+        while tries < ATTEMPTS or time.monotonic() < deadline:
+            if tries:
+                time.sleep(random.uniform(0, 0.002 * min(tries, 10)))
+            yield tries
+            tries += 1
+
+    def _fact_key(self, seq: int) -> bytes:
+        return self._facts + b"%020d" % seq
+
+    def _id_key(self, fact_id: str) -> bytes:
+        return self._client.key("ids", fact_id)
+
+    def _event_key(self, seq: int) -> bytes:
+        return self._events + b"%020d" % seq
+
+    def _parse(self, what: str, model: type[M], seq: int, value: bytes) -> M | None:
+        """A stored JSON object as ``model`` with the store's ``seq``; None (warned once) if it does not decode."""
+        return self._decode(what, seq, lambda: model.model_validate({**orjson.loads(value), "seq": seq}))
+
+    def close(self) -> None:
+        with self._bell_lock:
+            bell, self._bell = self._bell, None
+        if bell is not None:
+            bell.close()
+        self.leases.close()
+        self._client.close()
+
+
+def _chunks(facts: list[tuple[Fact, bytes]]) -> list[list[tuple[Fact, bytes]]]:
+    """Split a batch so each transaction stays within etcd's operation and size limits."""
+    chunks: list[list[tuple[Fact, bytes]]] = []
+    chunk: list[tuple[Fact, bytes]] = []
+    names: set[str] = set()
+    size = 0
+    for fact, data in facts:
+        grown = names | {fact.lease} if fact.lease else names
+        # Compares: the head, two per lease, one per fact.
+        if chunk and (len(chunk) == CHUNK_FACTS or 1 + 2 * len(grown) + len(chunk) + 1 > MAX_TXN_OPS
+                      or size + len(data) > CHUNK_BYTES):
+            chunks.append(chunk)
+            chunk, size = [], 0
+            grown = {fact.lease} if fact.lease else set()
+        chunk.append((fact, data))
+        names, size = grown, size + len(data)
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def _one(kvs: list[KeyValue]) -> KeyValue | None:
+    return kvs[0] if kvs else None
+
+
+def _advanced(key: bytes, head: KeyValue | None, value: int, result: TxnResult) -> KeyValue:
+    """A head key as the successful transaction ``result`` left it."""
+    created = head.create_revision if head else result.revision
+    return KeyValue(key=key, value=b"%d" % value, create_revision=created, mod_revision=result.revision, lease=0)
