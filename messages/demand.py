@@ -36,7 +36,10 @@ class HostItem(Model):
     @classmethod
     def _check_select(cls, value: dict[str, str]) -> dict[str, str]:
         for key, expr in value.items():
-            op, operand = SELECT_RE.match(expr.strip()).groups()  # type: ignore[union-attr]
+            match = SELECT_RE.match(expr.strip())
+            if match is None:
+                raise ValueError(f"select.{key}: empty selector (use e.g. '>=8' or 'X86_64')")
+            op, operand = match.groups()
             if op in (">=", "<=", ">", "<"):
                 try:
                     float(operand)

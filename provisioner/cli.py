@@ -1,30 +1,42 @@
-"""``provisioner``: run the daemon, check a config, feed demand and host events, show state.
+"""``provisioner``: run the daemon, check a config, feed demand and host events, show state, steer.
 
-Views and inputs talk to the controller directly, so they work with no
-daemon running. Errors are one line on stderr and a non-zero exit.
+Views, inputs and actions talk to the controller directly, so they work with
+no daemon running; with ``--url`` they go through a daemon's REST API
+instead (``--token-file`` for its bearer token). Either way they show the same
+rows and take the same actions. Errors are one line on stderr and a non-zero
+exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
+import itertools
 import logging
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import orjson
 from pydantic import ValidationError
 
 from lease.port import ControllerUnavailable
 from messages.demand import DemandSnapshot
+from messages.facts import Fact
 from persistence.controller import open_controller
 from persistence.port import Controller
-from provisioner import views
+from provisioner import logging_setup
+from provisioner.apiserver import ApiStartError
+from provisioner.audit import GENESIS, AuditError, AuditLog, follow
+from provisioner.auth import TokensError
+from provisioner.client import ClientError, Remote, read_token
 from provisioner.config import Config
 from provisioner.configfile import ConfigError, check_config_main, load_config
 from provisioner.demo import default_home, demo_config, sim_admin
+from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
+from provisioner.readmodel import ReadModel
 
 log = logging.getLogger("provisioner")
 
@@ -56,17 +68,87 @@ def resolve_config(arg: str | None) -> tuple[Config, Path, bool]:
     return cfg, home, False
 
 
-def _controller(args: argparse.Namespace) -> Controller:
-    if args.controller:
-        return open_controller(args.controller)
+def _direct(args: argparse.Namespace) -> tuple[str, Path, Config | None]:
+    """The controller URL, the daemon's home (where its audit log is) and its config, for direct access."""
+    if args.controller and not args.config:
+        return args.controller, default_home(), None
     path = _config_path(args.config)
     if path is None:
-        url = f"sqlite:///{(default_home() / 'state.db').resolve()}"
-    else:
-        if not path.exists():
-            raise CliError(f"{path}: no such config file")
-        url = load_config(path, check_files=False).controller.url
-    return open_controller(url)
+        return f"sqlite:///{(default_home() / 'state.db').resolve()}", default_home(), None
+    if not path.exists():
+        raise CliError(f"{path}: no such config file")
+    cfg = load_config(path, check_files=False)
+    return args.controller or cfg.controller.url, cfg.home or default_home(), cfg
+
+
+class Direct:
+    """The operations straight on the controller; facts it appends it also audits, as the daemon does."""
+
+    def __init__(self, controller: Controller, home: Path, cfg: Config | None) -> None:
+        self.controller = controller
+        self.audit_log = AuditLog(home / "audit.log")
+        billing = cfg.policy.settings(cfg.budget, cfg.providers).billing_units if cfg else None
+        self.ops = Operations(ReadModel(controller), controller, self._commit, self.audit_log, billing_units=billing)
+        self.by = _user()
+
+    def _commit(self, facts: list[Fact]) -> list[Fact]:
+        result = self.controller.append(facts)
+        if result.refused:
+            raise CommitFailed("; ".join(r.reason for r in result.refused))
+        self.audit_log.record(result.accepted)
+        return result.accepted
+
+    def rows(self, view: str, **where: Any) -> list[dict[str, Any]]:
+        return self.ops.list(view, where=where)[0]
+
+    def demand(self) -> dict[str, Any] | None:
+        d = self.ops.demand()
+        return d.to_dict() if d else None
+
+    def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]:
+        return self.ops.put_demand(snapshot).to_dict()
+
+    def host_event(self, name: str, event: str) -> dict[str, Any]:
+        return self.ops.host_event(name, event)  # type: ignore[arg-type]
+
+    def steer(self, provider: str, action: str, reason: str) -> dict[str, Any]:
+        return self.ops.steer(provider, action, reason, self.by)  # type: ignore[arg-type]
+
+    def return_instance(self, ident: str, reason: str) -> dict[str, Any]:
+        return self.ops.return_instance(ident, reason, self.by)
+
+    def return_orphan(self, ident: str, reason: str) -> dict[str, Any]:
+        return self.ops.return_orphan(ident, reason, self.by)
+
+    def close(self) -> None:
+        self.controller.close()
+
+
+def _user() -> str:
+    try:
+        return f"{getpass.getuser()} via cli"
+    except (KeyError, OSError):
+        return "cli"
+
+
+Source = Direct | Remote
+
+
+def _remote(args: argparse.Namespace) -> Remote | None:
+    url = args.url or os.environ.get("PROVISIONER_URL")
+    if not url:
+        return None
+    token_file = args.token_file or os.environ.get("PROVISIONER_TOKEN_FILE")
+    token = read_token(Path(token_file)) if token_file else None
+    return Remote(url, token, cafile=args.cacert)
+
+
+def _source(args: argparse.Namespace) -> Source:
+    remote = _remote(args)
+    if remote is not None:
+        return remote
+    url, home, cfg = _direct(args)
+    return Direct(open_controller(url), home, cfg)
 
 
 # --- commands -------------------------------------------------------------------------
@@ -78,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg, home, is_demo = resolve_config(args.config)
     home.mkdir(parents=True, exist_ok=True)
-    daemon = Daemon(cfg, home)
+    daemon = Daemon(cfg, home, serve_api=True)
     workload = None
     if is_demo:
         log.info("no config given: running the built-in demo with state in %s", home)
@@ -105,9 +187,9 @@ def cmd_demand_put(args: argparse.Namespace) -> int:
         path = ".".join(str(p) for p in first["loc"])
         raise CliError(f"{where}: {path}: {first['msg']}" + (f" ({len(exc.errors()) - 1} more)"
                                                                if len(exc.errors()) > 1 else "")) from None
-    with _closing(_controller(args)) as c:
-        stored = c.put_demand(snapshot)
-    print(f"demand {stored.seq} stored: {len(stored.items)} items")
+    with _closing(_source(args)) as s:
+        stored = s.put_demand(snapshot)
+    print(f"demand {stored['seq']} stored: {len(stored['items'])} items")
     return 0
 
 
@@ -128,62 +210,133 @@ def _yaml(data: bytes, where: str) -> Any:
 
 
 def cmd_demand_show(args: argparse.Namespace) -> int:
-    with _closing(_controller(args)) as c:
-        demand = c.get_demand()
+    with _closing(_source(args)) as s:
+        demand = s.demand()
     if args.output == "json":
-        print(orjson.dumps(demand.to_dict() if demand else None, option=orjson.OPT_INDENT_2).decode())
+        print(orjson.dumps(demand, option=orjson.OPT_INDENT_2).decode())
         return 0
     if demand is None:
         print("no demand yet")
         return 0
-    print(f"demand {demand.seq}")
-    _table([{"id": i.id, "kind": i.kind, "count": i.count,
-             "wants": getattr(i, "resource", None) or getattr(i, "template", None)
-             or " ".join(f"{k}{v if v[:1] in '<>=' else '=' + v}" for k, v in i.select.items()) or "any"}
-            for i in demand.items])
+    print(f"demand {demand['seq']}")
+    _table([{"id": i["id"], "kind": i["kind"], "count": i["count"],
+             "wants": i.get("resource") or i.get("template")
+             or " ".join(f"{k}{v if v[:1] in '<>=' else '=' + v}" for k, v in i.get("select", {}).items()) or "any"}
+            for i in demand["items"]])
     return 0
 
 
 def cmd_host(args: argparse.Namespace) -> int:
-    with _closing(_controller(args)) as c:
-        ev = c.post_host_event(args.name, args.event, time.time())
-    print(f"host event {ev.seq}: {ev.name} {ev.event}")
+    with _closing(_source(args)) as s:
+        ev = s.host_event(args.name, args.event)
+    print(f"host event {ev['seq']}: {ev['name']} {ev['event']}")
     return 0
 
 
-def _view(fn: Callable[[Any, Controller], list[dict[str, Any]]]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        with _closing(_controller(args)) as c:
-            rows = fn(views.replay(c), c)
-        _emit(rows, args.output)
+def cmd_view(args: argparse.Namespace) -> int:
+    where = {f: getattr(args, f) for f in VIEWS[args.view].filters if getattr(args, f, None) is not None}
+    with _closing(_source(args)) as s:
+        rows = s.rows(args.view, **where)
+    _emit(rows, args.output, HIDDEN.get(args.view, ()))
+    return 0
+
+
+def cmd_steer(args: argparse.Namespace) -> int:
+    with _closing(_source(args)) as s:
+        done = s.steer(args.name, args.action, args.reason)
+    print(done["message"])
+    return 0
+
+
+def cmd_return_instance(args: argparse.Namespace) -> int:
+    with _closing(_source(args)) as s:
+        done = s.return_instance(args.id, args.reason)
+    print(done["message"])
+    return 0
+
+
+def cmd_return_orphan(args: argparse.Namespace) -> int:
+    with _closing(_source(args)) as s:
+        done = s.return_orphan(args.id, args.reason)
+    print(done["message"])
+    return 0
+
+
+def _audit_reader(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``read(after, limit)`` and ``verify()`` of the daemon's audit log (or of the local file)."""
+    remote = _remote(args)
+    if remote is not None:
+        return remote.audit, remote.audit_verify
+    _, home, _ = _direct(args)
+    log_ = AuditLog(home / "audit.log")
+    return (lambda after, limit: log_.read(after=after, limit=limit)), (lambda: log_.verify().to_dict())
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    read, _ = _audit_reader(args)
+    last = read(None, args.limit)
+    if not args.follow:
+        _emit(last, args.output, HIDDEN["audit"])
         return 0
+    # Like tail -f: the last lines, then each new one as it is written.
+    for line in itertools.chain(last, follow(read, last[-1]["hash"] if last else GENESIS)):
+        if args.output == "json":
+            print(orjson.dumps(line).decode(), flush=True)
+        else:
+            print(f"{_cell(line['at'])}  {line['kind']:<16} {line['provider'] or '-':<12} {line['what']}", flush=True)
+    return 0
 
-    return run
 
-
-cmd_providers = _view(lambda p, c: views.providers(p, c.leases.all(), time.time()))
-cmd_requests = _view(lambda p, c: views.requests(p))
-cmd_instances = _view(lambda p, c: views.instances(p, time.time()))
-cmd_resources = _view(lambda p, c: views.resources(p))
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    _, verify = _audit_reader(args)
+    result = verify()
+    if args.output == "json":
+        print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    if not result["ok"]:
+        print(f"provisioner: audit log broken: {result['problem']}", file=sys.stderr)
+        return 1
+    if args.output != "json":
+        note = " (its start was rotated away)" if result["starts_after_rotation"] else ""
+        print(f"audit log intact: {result['lines']} lines{note}")
+    return 0
 
 
 # --- output ---------------------------------------------------------------------------
 
 
-def _emit(rows: list[dict[str, Any]], output: str) -> None:
+#: Columns too wide for a table; ``-o json`` has them.
+HIDDEN: dict[str, tuple[str, ...]] = {
+    "providers": ("description", "status_reason"),
+    "audit": ("id", "lease", "fence", "payload", "prev", "hash"),
+}
+
+
+def _emit(rows: list[dict[str, Any]], output: str, hidden: Sequence[str] = ()) -> None:
     if output == "json":
         print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
     else:
-        _table(rows)
+        _table([{k: v for k, v in r.items() if k not in hidden} for r in rows])
 
 
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, list):
+        return ", ".join(_brief(v) for v in value) or "-"
     if isinstance(value, float):
         if value > 1e9:  # an epoch time
             return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
         return f"{value:.4g}"
+    return str(value)
+
+
+def _brief(value: Any) -> str:
+    """A chosen or rejected entry of a decision, in a few words."""
+    if isinstance(value, dict):
+        if "reason" in value:
+            return f"{value.get('provider')}: {value['reason']}"
+        what = value.get("template") or value.get("resource")
+        return f"{value.get('count')} {value.get('provider')}" + (f"/{what}" if what else "")
     return str(value)
 
 
@@ -200,10 +353,10 @@ def _table(rows: list[dict[str, Any]]) -> None:
 
 
 class _closing:
-    def __init__(self, c: Controller) -> None:
+    def __init__(self, c: Any) -> None:
         self.c = c
 
-    def __enter__(self) -> Controller:
+    def __enter__(self) -> Any:
         return self.c
 
     def __exit__(self, *exc: object) -> None:
@@ -217,11 +370,20 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="provisioner", description=__doc__.splitlines()[0])
     ap.add_argument("--config", help="config file (default: $PROVISIONER_CONFIG, ./provisioner.yaml, the demo)")
     ap.add_argument("--controller", help="controller URL, e.g. sqlite:///var/lib/provisioner/state.db")
+    ap.add_argument("--url", help="talk to a running daemon's REST API instead (default: $PROVISIONER_URL)")
+    ap.add_argument("--token-file", help="file holding the bearer token for --url, mode 0600 "
+                                         "(default: $PROVISIONER_TOKEN_FILE)")
+    ap.add_argument("--cacert", help="CA certificate to trust for an https --url")
     ap.add_argument("--log-level", default=os.environ.get("PROVISIONER_LOG", "INFO"))
+    ap.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("PROVISIONER_LOG_FORMAT", "text"))
     sub = ap.add_subparsers(dest="command", required=True)
 
     def out(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+        return p
+
+    def why(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--reason", default="", help="recorded in the fact and the audit log")
         return p
 
     sub.add_parser("run", help="run the daemon").set_defaults(fn=cmd_run)
@@ -237,26 +399,52 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("event", choices=["joined", "idle", "busy"])
     p.add_argument("name", help="the machine name the provider reported")
     p.set_defaults(fn=cmd_host)
-    for name, fn in (("providers", cmd_providers), ("requests", cmd_requests), ("instances", cmd_instances),
-                     ("resources", cmd_resources)):
-        out(sub.add_parser(name, help=f"list {name}")).set_defaults(fn=fn)
+    for name, view in VIEWS.items():
+        p = out(sub.add_parser(name, help=f"list {name}"))
+        for field in view.filters:
+            p.add_argument(f"--{field}", help=f"only rows with this {field}")
+        p.set_defaults(fn=cmd_view, view=name)
+    provider = sub.add_parser("provider", help="steer a provider").add_subparsers(dest="provider", required=True)
+    for action, text in (("pause", "stop new requests"), ("resume", "undo pause or drain"),
+                         ("drain", "stop new requests; what it holds goes back as it falls idle")):
+        p = why(provider.add_parser(action, help=f"{text} (its owner carries it out)"))
+        p.add_argument("name")
+        p.set_defaults(fn=cmd_steer, action=action)
+    instance = sub.add_parser("instance", help="act on a host").add_subparsers(dest="instance", required=True)
+    p = why(instance.add_parser("return", help="give a host back (its owner carries it out)"))
+    p.add_argument("id", help="PROVIDER/MACHINE_ID, a machine id or a host name")
+    p.set_defaults(fn=cmd_return_instance)
+    orphan = sub.add_parser("orphan", help="act on an orphan").add_subparsers(dest="orphan", required=True)
+    p = why(orphan.add_parser("return", help="give back an orphaned host or grant"))
+    p.add_argument("id", help="its id in the orphans list")
+    p.set_defaults(fn=cmd_return_orphan)
+    audit = out(sub.add_parser("audit", help="show the audit log, or check its hash chain"))
+    audit.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are written")
+    audit.add_argument("--limit", type=int, default=50, help="how many of the last lines (default 50)")
+    audit.set_defaults(fn=cmd_audit)
+    check = audit.add_subparsers(dest="audit")
+    out(check.add_parser("verify", help="check the hash chain; exit 1 if it is broken")).set_defaults(
+        fn=cmd_audit_verify)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logging_setup.setup(args.log_level, args.log_format)
     try:
         return args.fn(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    except (CliError, ControllerUnavailable, ValueError) as exc:
+    except (CliError, ControllerUnavailable, ValueError, ClientError, TokensError, ApiStartError, NotFound,
+            Conflict, CommitFailed, AuditError) as exc:
         print(f"provisioner: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -2,7 +2,11 @@
 
 journal (the only writer) -> budget -> lease actor (which starts the planner
 and one actor per owned provider) -> ticker and tailer (the two threads that
-turn time and the controller's changes into messages).
+turn time and the controller's changes into messages) -> the REST API, whose
+socket is bound before anything else starts so a taken port fails at once.
+
+The journal's commit hook feeds the audit log and the commit-time metric;
+script results pass the metrics on their way back to the provider actors.
 """
 
 from __future__ import annotations
@@ -21,10 +25,18 @@ from actors.lease import LeaseActor
 from actors.pumps import Tailer, Ticker
 from messages.commands import Append, Appended
 from messages.facts import Fact
+from messages.scripts import ScriptResult
 from persistence.controller import open_controller
 from persistence.port import Controller, Cursor
 from providers.runner import ScriptRunner
+from provisioner.api import create_app
+from provisioner.apiserver import ApiServer
+from provisioner.audit import AuditLog
+from provisioner.auth import load_tokens
 from provisioner.config import Config
+from provisioner.metrics import Metrics
+from provisioner.operations import CommitFailed, Operations
+from provisioner.readmodel import ReadModel
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +55,7 @@ class Daemon:
         runner_factory: Callable[..., Any] = default_runner,
         tick: float | None = None,
         on_commit: Callable[[list[Fact], float], None] | None = None,
+        serve_api: bool = False,
     ) -> None:
         self.cfg = cfg
         self.home = home
@@ -50,6 +63,12 @@ class Daemon:
         self.clock = clock
         self.runner_factory = runner_factory
         self.on_commit = on_commit
+        self.serve_api = serve_api
+        self.read_model = ReadModel(self.controller)
+        self.metrics = Metrics(self.read_model, self.controller, cfg, clock)
+        self.audit = AuditLog(home / "audit.log")
+        self.api: ApiServer | None = None
+        self.started = False
         period = tick or max(0.05, min(cfg.policy.poll_every, cfg.policy.plan_every, cfg.lease.renew_every) / 4)
         self.ticker = Ticker(period, clock=clock)
         self.journal: Any = None
@@ -59,6 +78,7 @@ class Daemon:
         self._stopped = threading.Event()
 
     def start(self) -> "Daemon":
+        server = self._api_server() if self.serve_api else None
         c = self.controller
         demand = c.get_demand()
         events = c.read_host_events(after=0, limit=1_000_000_000)
@@ -67,10 +87,11 @@ class Daemon:
             demand=demand.seq if demand else 0,
             host_events=(events[-1].seq or 0) if events else 0,
         )
-        self.journal = JournalActor.start(c, on_commit=self.on_commit)
-        self.budget = BudgetActor.start(self.journal, self.cfg.budget)
+        self.journal = JournalActor.start(c, on_commit=self._committed)
+        self.budget = BudgetActor.start(self.journal, self.cfg.budget, clock=self.clock, policy=self.cfg.policy,
+                                        providers=self.cfg.providers)
         self.leases = LeaseActor.start(
-            self.cfg, c, self.journal, self.budget, self.ticker, self.runner_factory, self.home, clock=self.clock
+            self.cfg, c, self.journal, self.budget, self.ticker, self._runner, self.home, clock=self.clock
         )
         self.ticker.add(self.leases)
         self.ticker.add(self.budget)
@@ -78,9 +99,53 @@ class Daemon:
         self.tailer = Tailer(c, lambda ch: journal.tell(Feed(changes=ch)), cursor)
         self.tailer.start()
         self.ticker.start()
+        if server is not None:
+            self.read_model.refresh()
+            self.api = server.start()
+        self.started = True
         log.info("daemon %s started: serves %s%s", self.cfg.instance.id, ", ".join(self.cfg.instance.serves) or "nothing",
                  " and may plan" if self.cfg.instance.planner else "")
         return self
+
+    def _api_server(self) -> ApiServer:
+        api = self.cfg.api
+        tokens = load_tokens(api.tokens) if api.tokens else None
+        billing = self.cfg.policy.settings(self.cfg.budget, self.cfg.providers).billing_units
+        ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing)
+        app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
+        return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
+
+    def _runner(self, provider: Any, work_dir: Path, on_result: Callable[[ScriptResult, Any], None]) -> Any:
+        metrics = self.metrics
+
+        def observed(result: ScriptResult, tag: Any) -> None:
+            try:
+                metrics.script_done(result)
+            finally:
+                on_result(result, tag)
+
+        return self.runner_factory(provider, work_dir, observed)
+
+    def _committed(self, facts: list[Fact], seconds: float) -> None:
+        """The journal's commit hook: metrics, the audit log, then the caller's hook; one failing spares the rest."""
+        for hook in (self.metrics.committed, self._audit, self.on_commit):
+            if hook is None:
+                continue
+            try:
+                hook(facts, seconds)
+            except Exception:
+                log.exception("daemon: commit hook %s failed", getattr(hook, "__name__", hook))
+
+    def _audit(self, facts: list[Fact], _seconds: float) -> None:
+        self.audit.record(facts)
+
+    def _commit(self, facts: list[Fact]) -> list[Fact]:
+        reply = self.write(facts)
+        if reply.error:
+            raise CommitFailed(reply.error)
+        if reply.refused:
+            raise CommitFailed("; ".join(reason for _, _, reason in reply.refused))
+        return facts
 
     def write(self, facts: list[Fact], timeout: float = 10.0) -> Appended:
         """Commit facts through the journal from a thread that is not an actor (REST handlers).
@@ -105,6 +170,8 @@ class Daemon:
             return
         self._stopped.set()
         log.info("daemon %s stopping", self.cfg.instance.id)
+        if self.api is not None:
+            self.api.stop()
         self.ticker.stop()
         if self.tailer is not None:
             self.tailer.stop()

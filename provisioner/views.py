@@ -1,30 +1,42 @@
-"""The operator's views (DESIGN §13), computed from a replay of the fact log.
+"""The operator's views (DESIGN §13), computed from a projection of the fact log.
 
-They read the controller directly, so they work when no daemon runs.
+The CLI builds them from a replay of the controller, the REST API from its
+read model: the same rows either way, so scripts see one shape.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from lease.port import Lease
+from messages.facts import Fact
 from messages.states import GRANT, INSTANCE, REQUEST
 from persistence.port import Controller
 from persistence.projection import Projection, bulk
+from policy.costs import costs as policy_costs
+from policy.costs import instance_cost as _instance_cost
 
 PAGE = 10_000
 
 
 def replay(controller: Controller) -> Projection:
     p = Projection()
-    after = 0
+    catch_up(p, controller)
+    return p
+
+
+def catch_up(p: Projection, controller: Controller, seen: Callable[[list[Fact]], None] | None = None) -> int:
+    """Apply every fact after ``p.seq``; returns how many were read (``seen`` gets each page)."""
+    read = 0
     with bulk():
         while True:
-            facts = controller.read(after=after, limit=PAGE)
+            facts = controller.read(after=p.seq, limit=PAGE)
             p.apply_all(facts)
+            read += len(facts)
+            if seen is not None and facts:
+                seen(facts)
             if len(facts) < PAGE:
-                return p
-            after = facts[-1].seq or after
+                return read
 
 
 def _price(p: Projection, provider: str, key: str | None) -> float:
@@ -33,13 +45,12 @@ def _price(p: Projection, provider: str, key: str | None) -> float:
 
 
 def instance_cost(p: Projection, inst: Any, now: float) -> float:
-    start = inst.launched_at or inst.seen_at
-    end = inst.ended_at or now
-    return max(0.0, end - start) / 3600.0 * _price(p, inst.provider, inst.template)
+    return _instance_cost(inst, _price(p, inst.provider, inst.template), now)
 
 
 def providers(p: Projection, leases: list[Lease], now: float) -> list[dict[str, Any]]:
     owners = {lease.name: lease for lease in leases}
+    rates = policy_costs(p.providers, p.instances, p.grants, now).by_provider
     rows = []
     for name in sorted(p.providers):
         rec = p.providers[name]
@@ -69,18 +80,10 @@ def providers(p: Projection, leases: list[Lease], now: float) -> list[dict[str, 
             "capacity": capacity,
             "in_use": in_use,
             "pending": pending,
-            "cost_per_hour": _cost_per_hour(p, name),
+            "cost_per_hour": round(rates[name].cost_per_hour_now, 6),
             "status": rec.status,
         })
     return rows
-
-
-def _cost_per_hour(p: Projection, provider: str) -> float:
-    rate = sum(_price(p, provider, i.template) for i in p.instances.values()
-               if i.provider == provider and i.state not in INSTANCE.terminal)
-    rate += sum(g.count * _price(p, provider, g.resource) for g in p.grants.values()
-                if g.provider == provider and g.state in ("granted", "return_planned", "returning"))
-    return round(rate, 6)
 
 
 def requests(p: Projection) -> list[dict[str, Any]]:
@@ -135,3 +138,106 @@ def resources(p: Projection) -> list[dict[str, Any]]:
             "free": (r.total - r.in_use) if r.in_use is not None else None,
         })
     return rows
+
+
+def provider_details(p: Projection, leases: list[Lease], now: float) -> list[dict[str, Any]]:
+    """Providers' rows with their full description and why they have their status."""
+    rows = providers(p, leases, now)
+    for row in rows:
+        rec = p.providers[row["name"]]
+        row["status_reason"] = rec.status_reason
+        row["description"] = rec.description.model_dump(mode="json") if rec.description else None
+    return rows
+
+
+# --- money -----------------------------------------------------------------------------
+
+
+def costs(p: Projection, now: float, billing_units: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    """Cost so far and cost per hour now, per provider (``billing_units``: seconds per billed unit)."""
+    c = policy_costs(p.providers, p.instances, p.grants, now, billing_units)
+    return [{"provider": x.provider, "cost_so_far": round(x.cost_so_far, 6),
+             "cost_per_hour_now": round(x.cost_per_hour_now, 6)} for x in c.by_provider.values()]
+
+
+# --- decisions and orphans --------------------------------------------------------------
+
+
+def decisions(p: Projection) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": r.seq,
+            "at": r.at,
+            "item": r.decision.item,
+            "demand_seq": r.decision.demand_seq,
+            "need": r.decision.need,
+            "in_flight": r.decision.in_flight,
+            "chosen": [c.model_dump(mode="json") for c in r.decision.chosen],
+            "rejected": [x.model_dump(mode="json") for x in r.decision.rejected],
+            "note": r.decision.note,
+        }
+        for r in p.decisions
+    ]
+
+
+#: A request whose script's outcome stayed unknown may have left supply at the provider.
+UNKNOWN_OUTCOME = "timeout"
+
+
+def orphans(p: Projection, now: float) -> list[dict[str, Any]]:
+    """What may be held at a provider and serves no one: orphaned hosts and grants, and requests
+    whose outcome is unknown (they may have started something nobody tracks)."""
+    rows: list[dict[str, Any]] = []
+    for i in sorted(p.instances.values(), key=lambda i: (i.seen_at, i.key)):
+        if i.state == "orphaned":
+            rows.append(_orphan("instance", i.key, i.provider, i.state, i.history.since(i.state), i.reason,
+                                machine_id=i.machine_id, name=i.name,
+                                cost_so_far=round(instance_cost(p, i, now), 6)))
+    for g in p.grants.values():
+        if g.state == "orphaned":
+            rows.append(_orphan("grant", g.id, g.provider, g.state, g.history.since(g.state), g.reason,
+                                resource=g.resource, count=g.count or g.requested))
+    for r in sorted(p.requests.values(), key=lambda r: (r.created_at, r.id)):
+        if r.state == "timed_out" or (r.state == "failed" and r.outcome == UNKNOWN_OUTCOME):
+            rows.append(_orphan("request", r.id, r.provider, r.state, r.history.since(r.state), r.reason,
+                                resource=r.resource, count=r.count))
+    return rows
+
+
+def _orphan(kind: str, ident: str, provider: str, state: str, since: float | None, reason: str,
+            **extra: Any) -> dict[str, Any]:
+    row = {"kind": kind, "id": ident, "provider": provider, "state": state, "since": since,
+           "machine_id": None, "name": None, "resource": None, "count": None, "cost_so_far": None,
+           "reason": reason}
+    row.update(extra)
+    return row
+
+
+# --- filters and paging ---------------------------------------------------------------
+
+
+class BadCursor(ValueError):
+    """``after`` names no row of the list."""
+
+
+def page(rows: list[dict[str, Any]], key: str, *, after: str | None = None, limit: int | None = None,
+         where: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows after the row whose ``key`` is ``after``, matching ``where``, at most ``limit``.
+
+    The cursor is placed in the unfiltered list, so a page stays put when other
+    rows change state; the second value is the cursor of the next page, None
+    on the last one.
+    """
+    start = 0
+    if after is not None:
+        start = next((n + 1 for n, r in enumerate(rows) if str(r[key]) == after), -1)
+        if start < 0:
+            raise BadCursor(f"after: no row with {key} {after!r}")
+    wanted = {k: v for k, v in (where or {}).items() if v is not None}
+    picked: list[dict[str, Any]] = []
+    for r in rows[start:]:
+        if all(str(r.get(k)) == str(v) for k, v in wanted.items()):
+            if limit is not None and len(picked) == limit:
+                return picked, str(picked[-1][key])
+            picked.append(r)
+    return picked, None

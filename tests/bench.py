@@ -33,6 +33,17 @@ def journal_throughput(tmp: Path, smoke: bool) -> float:
     return bench_append(f"sqlite:///{tmp / 'journal.db'}", 2_000 if smoke else 100_000, batch=500)
 
 
+def etcd_journal_throughput(tmp: Path, smoke: bool) -> float:
+    """The same, on a single-member etcd over loopback, its data on this machine's disk."""
+    from tests.etcd.cluster import Cluster
+
+    cluster = Cluster(root=tmp).start()
+    try:
+        return bench_append(cluster.url("bench"), 500 if smoke else 20_000, batch=500)
+    finally:
+        cluster.stop()
+
+
 def replay_time(tmp: Path, smoke: bool) -> float:
     """Seconds to replay a log of instance lifecycles into a projection."""
     url = f"sqlite:///{tmp / 'replay.db'}"
@@ -132,6 +143,7 @@ def runner_completions(tmp: Path, smoke: bool) -> float:
 BENCHMARKS: list[tuple[str, Callable[[Path, bool], float], str, float, str]] = [
     # name, function, unit, target, ">=" or "<="
     ("fact journal throughput, durable SQLite", journal_throughput, "facts/s", 20_000, ">="),
+    ("fact journal throughput, single-member etcd on loopback", etcd_journal_throughput, "facts/s", 2_000, ">="),
     ("replay of 100,000 facts", replay_time, "s", 2.0, "<="),
     ("planning 1,000 providers x 10 templates x 1,000 items", planning_round, "ms", 100.0, "<="),
     ("  same, first round after descriptions change", planning_cold, "ms", 1000.0, "<="),

@@ -1,0 +1,328 @@
+"""The REST API (FastAPI): the cluster-wide views, the scheduler's inputs, operators' actions.
+
+Every error is a JSON body ``{"error": "...", "fields": [...]}``: 401 without
+a known token, 403 for a role that may not do it, 404 for an unknown name,
+409 for an action that does not apply now, 422 naming the field of a bad
+body or parameter, 503 when the controller cannot be reached. An unexpected
+failure is logged and answered 500 without detail; none is expected.
+
+(No ``from __future__ import annotations`` here: FastAPI reads the handlers'
+annotations at runtime, and the role dependencies are local to the app.)
+"""
+
+import logging
+from typing import Annotated, Any, Callable
+
+from fastapi import Body, Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lease.port import ControllerUnavailable
+from messages.demand import DemandSnapshot
+from provisioner.apimodels import (
+    ActionBody,
+    ActionResult,
+    AuditPage,
+    AuditVerified,
+    CostRow,
+    DecisionRow,
+    Error,
+    Health,
+    HostEventBody,
+    HostEventOut,
+    InstanceRow,
+    OrphanRow,
+    Page,
+    ProviderDetail,
+    RequestRow,
+    ResourceRow,
+)
+from provisioner.audit import AuditError
+from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
+from provisioner.metrics import Metrics
+from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer
+from provisioner.views import BadCursor
+
+log = logging.getLogger(__name__)
+
+HOST_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
+Limit = Annotated[int, Query(ge=1, le=10_000, description="At most this many rows")]
+After = Annotated[str | None, Query(max_length=300, description="The `next` of the previous page")]
+Filter = Annotated[str | None, Query(max_length=200)]
+
+_AUTH = {401: {"model": Error, "description": "no token, or an unknown one"},
+         403: {"model": Error, "description": "the token's role may not do this"},
+         422: {"model": Error, "description": "a bad parameter or body; `fields` names it"},
+         503: {"model": Error, "description": "the controller cannot be reached"}}
+_FOUND = {404: {"model": Error, "description": "no such thing"}}
+_ACTION = {**_AUTH, **_FOUND, 409: {"model": Error, "description": "the action does not apply to it now"}}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, fields: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.fields = fields or []
+
+
+def _error(status: int, message: str, fields: list[dict[str, str]] | None = None,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "fields": fields or []}, status_code=status, headers=headers)
+
+
+def _field(e: dict[str, Any]) -> dict[str, str]:
+    """One validation error as ``{field, message}``; the input itself is not echoed."""
+    loc = [str(x) for x in e.get("loc", ())]
+    if e.get("type") == "json_invalid":
+        at = f" at character {loc[1]}" if len(loc) > 1 else ""
+        return {"field": "body", "message": f"not valid JSON{at}: {e.get('ctx', {}).get('error', 'malformed')}"}
+    return {"field": ".".join(loc), "message": str(e.get("msg", ""))}
+
+
+def _query_names(dependant: Any) -> set[str]:
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def _known_query(request: Request) -> None:
+    """Refuse query parameters a route does not take, or repeated: a misspelt filter must not list everything."""
+    route = request.scope.get("route")
+    known = _query_names(route.dependant) if route is not None else set()
+    unknown = sorted(k for k in request.query_params if k not in known)
+    if unknown:
+        takes = ", ".join(sorted(known)) or "none"
+        raise ApiError(422, f"query.{unknown[0]}: unknown parameter (this takes: {takes})",
+                       [{"field": f"query.{k}", "message": "unknown parameter"} for k in unknown])
+    twice = sorted({k for k in request.query_params if len(request.query_params.getlist(k)) > 1})
+    if twice:
+        raise ApiError(422, f"query.{twice[0]}: given more than once",
+                       [{"field": f"query.{k}", "message": "given more than once"} for k in twice])
+
+
+def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None = None,
+               ready: Callable[[], str | None] = lambda: None) -> FastAPI:
+    """The app; ``tokens`` None serves read-only views to anyone (only ever bound to loopback)."""
+    app = FastAPI(title="provisioner", version="1",
+                  description="Providers, requests, instances, resources, costs, decisions, orphans and demand "
+                              "of a provisioner cluster; the scheduler's inputs; operators' actions.",
+                  docs_url=None, redoc_url=None, dependencies=[Depends(_known_query)])
+    bearer = HTTPBearer(auto_error=False, description="A token from the daemon's tokens file (api.tokens)")
+
+    def access(allowed: frozenset[str], what: str) -> Callable[..., Caller]:
+        needs = " or ".join(sorted(allowed))
+
+        def check(cred: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
+            if tokens is None:
+                if allowed is READ:
+                    return Caller(name="anonymous", role="viewer")
+                raise ApiError(403, f"{what} needs a token with role {needs}, and this daemon has no tokens "
+                                    "configured (api.tokens): it serves read-only views")
+            if cred is None or not cred.credentials:
+                raise ApiError(401, "missing bearer token: send 'Authorization: Bearer <token>'")
+            caller = tokens.caller(cred.credentials)
+            if caller is None:
+                raise ApiError(401, "unknown token")
+            if caller.role not in allowed:
+                raise ApiError(403, f"role {caller.role} ({caller.name}) may not {what}: it needs role {needs}")
+            return caller
+
+        return check
+
+    Reader = Annotated[Caller, Depends(access(READ, "read"))]
+    Operator = Annotated[Caller, Depends(access(OPERATE, "steer providers or return supply"))]
+    Scheduler = Annotated[Caller, Depends(access(SCHEDULE, "feed demand or host events"))]
+    Reason = Annotated[ActionBody | None, Body()]
+
+    # --- errors ------------------------------------------------------------------------
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _error(exc.status, exc.message, exc.fields, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = [_field(e) for e in exc.errors()]
+        first = fields[0] if fields else {"field": "request", "message": "invalid"}
+        more = f" ({len(fields) - 1} more)" if len(fields) > 1 else ""
+        return _error(422, f"{first['field']}: {first['message']}{more}", fields)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not even decode the body (not UTF-8, say)
+            return _error(422, "body: cannot be read as JSON", [{"field": "body", "message": str(exc.detail)}])
+        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(BadCursor)
+    async def _cursor(_: Request, exc: BadCursor) -> JSONResponse:
+        return _error(422, str(exc), [{"field": "query.after", "message": str(exc).partition(": ")[2]}])
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(CommitFailed)
+    async def _not_committed(_: Request, exc: CommitFailed) -> JSONResponse:
+        return _error(503, f"not recorded: {exc}")
+
+    @app.exception_handler(ControllerUnavailable)
+    async def _unavailable(_: Request, exc: ControllerUnavailable) -> JSONResponse:
+        log.error("api: controller unavailable: %s", exc)
+        return _error(503, "the controller cannot be reached; try again")
+
+    @app.exception_handler(AuditError)
+    async def _audit_broken(_: Request, exc: AuditError) -> JSONResponse:
+        log.error("api: audit log: %s", exc)
+        return _error(503, f"the audit log cannot be read: {exc}")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("api: unexpected error")
+        return _error(500, "internal error (logged by the daemon)")
+
+    # --- health and metrics -------------------------------------------------------------
+
+    @app.get("/healthz", response_model=Health, response_model_exclude_none=True, tags=["health"])
+    def healthz() -> dict[str, Any]:
+        """The process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=Health, tags=["health"], responses={503: {"model": Error}})
+    def readyz() -> Any:
+        """The daemon has started and can read the controller."""
+        why = ready()
+        if why is not None:
+            return _error(503, f"not ready: {why}")
+        ops.read_model.refresh()
+        return {"status": "ready", "seq": ops.read_model.seq}
+
+    @app.get("/metrics", tags=["health"], response_class=Response,
+             responses={**_AUTH, 200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
+    def prometheus(_: Reader) -> Response:
+        if metrics is None:
+            raise ApiError(404, "metrics are not served by this daemon")
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    # --- views ----------------------------------------------------------------------------
+
+    def listing(view: str, after: str | None, limit: int, **where: Any) -> dict[str, Any]:
+        items, nxt = ops.list(view, where=where, after=after, limit=limit)
+        return {"items": items, "next": nxt}
+
+    @app.get("/v1/providers", response_model=Page[ProviderDetail], responses=_AUTH, tags=["views"])
+    def providers(_: Reader, kind: Filter = None, status: Filter = None, owner: Filter = None,
+                  after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        """Providers with their description, usage and lease owner."""
+        return listing("providers", after, limit, kind=kind, status=status, owner=owner)
+
+    @app.get("/v1/providers/{name}", response_model=ProviderDetail, responses={**_AUTH, **_FOUND}, tags=["views"])
+    def provider(_: Reader, name: Annotated[str, Path(max_length=200)]) -> dict[str, Any]:
+        return ops.provider(name)
+
+    @app.get("/v1/requests", response_model=Page[RequestRow], responses=_AUTH, tags=["views"])
+    def requests(_: Reader, provider: Filter = None, state: Filter = None, action: Filter = None,
+                 kind: Filter = None, after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        return listing("requests", after, limit, provider=provider, state=state, action=action, kind=kind)
+
+    @app.get("/v1/instances", response_model=Page[InstanceRow], responses=_AUTH, tags=["views"])
+    def instances(_: Reader, provider: Filter = None, state: Filter = None, template: Filter = None,
+                  after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        return listing("instances", after, limit, provider=provider, state=state, template=template)
+
+    @app.get("/v1/resources", response_model=Page[ResourceRow], responses=_AUTH, tags=["views"])
+    def resources(_: Reader, provider: Filter = None, after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        return listing("resources", after, limit, provider=provider)
+
+    @app.get("/v1/costs", response_model=Page[CostRow], responses=_AUTH, tags=["views"])
+    def costs(_: Reader, provider: Filter = None, after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        return listing("costs", after, limit, provider=provider)
+
+    @app.get("/v1/decisions", response_model=Page[DecisionRow], responses=_AUTH, tags=["views"])
+    def decisions(_: Reader, item: Filter = None, after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        """The planner's recent decisions, oldest first; ``after`` is a decision's seq."""
+        return listing("decisions", after, limit, item=item)
+
+    @app.get("/v1/orphans", response_model=Page[OrphanRow], responses=_AUTH, tags=["views"])
+    def orphans(_: Reader, provider: Filter = None, kind: Filter = None, state: Filter = None,
+                after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        """Orphaned hosts and grants, and requests whose outcome stayed unknown."""
+        return listing("orphans", after, limit, provider=provider, kind=kind, state=state)
+
+    @app.get("/v1/demand", response_model=DemandSnapshot | None, responses=_AUTH, tags=["demand"])
+    def demand(_: Reader) -> Any:
+        """The current demand snapshot; null before the first."""
+        return ops.demand()
+
+    # --- the scheduler's inputs -------------------------------------------------------------
+
+    @app.put("/v1/demand", response_model=DemandSnapshot, responses=_AUTH, tags=["demand"])
+    def put_demand(caller: Scheduler, snapshot: DemandSnapshot) -> DemandSnapshot:
+        """Replace the demand; the controller assigns ``seq`` and ``time``."""
+        stored = ops.put_demand(snapshot)
+        log.info("api: %s put demand %d (%d items)", caller.name, stored.seq, len(stored.items))
+        return stored
+
+    @app.post("/v1/hosts/{name:path}/events", response_model=HostEventOut, responses=_AUTH, tags=["demand"])
+    def host_event(caller: Scheduler, name: Annotated[str, Path(max_length=200, pattern=HOST_NAME)],
+                   body: HostEventBody) -> dict[str, Any]:
+        """A host joined the cluster, went idle or became busy (``name`` as the provider reported it)."""
+        return ops.host_event(name, body.event)
+
+    # --- operators' actions -----------------------------------------------------------------
+
+    def steer(action: Steer) -> Callable[..., dict[str, Any]]:
+        def run(caller: Operator, name: Annotated[str, Path(max_length=200)], body: Reason = None) -> dict[str, Any]:
+            result = ops.steer(name, action, body.reason if body else "", caller.name)
+            log.info("api: %s: %s", caller.name, result["message"])
+            return result
+
+        run.__doc__ = f"Ask the owner of a provider to {action} it (recorded as a fact)."
+        return run
+
+    for action in ("pause", "resume", "drain"):
+        app.post(f"/v1/providers/{{name}}/{action}", response_model=ActionResult, status_code=202,
+                 responses=_ACTION, tags=["actions"], name=f"{action}_provider")(steer(action))  # type: ignore[arg-type]
+
+    @app.post("/v1/instances/{instance_id:path}/return", response_model=ActionResult, status_code=202,
+              responses=_ACTION, tags=["actions"])
+    def return_instance(caller: Operator, instance_id: Annotated[str, Path(max_length=300)],
+                        body: Reason = None) -> dict[str, Any]:
+        """Give a host back: ``PROVIDER/MACHINE_ID``, a machine id or a host name."""
+        result = ops.return_instance(instance_id, body.reason if body else "", caller.name)
+        log.info("api: %s: %s", caller.name, result["message"])
+        return result
+
+    @app.post("/v1/orphans/{orphan_id:path}/return", response_model=ActionResult, status_code=202,
+              responses=_ACTION, tags=["actions"])
+    def return_orphan(caller: Operator, orphan_id: Annotated[str, Path(max_length=300)],
+                      body: Reason = None) -> dict[str, Any]:
+        """Give back an orphaned host or grant (its id in the orphans list)."""
+        result = ops.return_orphan(orphan_id, body.reason if body else "", caller.name)
+        log.info("api: %s: %s", caller.name, result["message"])
+        return result
+
+    # --- audit ----------------------------------------------------------------------------
+
+    @app.get("/v1/audit", response_model=AuditPage, responses=_AUTH, tags=["audit"])
+    def audit(_: Reader, after: Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")] = None,
+              limit: Limit = 100) -> dict[str, Any]:
+        """Audit lines after the one whose hash is ``after``; without it, the last ``limit``."""
+        items = ops.audit(after=after, limit=limit)
+        return {"items": items, "next": items[-1]["hash"] if items else after}
+
+    @app.get("/v1/audit/verify", response_model=AuditVerified, responses=_AUTH, tags=["audit"])
+    def audit_verify(_: Reader) -> dict[str, Any]:
+        """Check the audit log's hash chain from its oldest kept line."""
+        return ops.audit_verify()
+
+    return app

@@ -1,0 +1,181 @@
+"""The REST API's bodies, as the OpenAPI document publishes them.
+
+Rows have the fields of the CLI's ``-o json`` output (DESIGN §13), since both
+come from ``provisioner/views.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+
+from messages.demand import HostEventKind
+from messages.description import ProviderDescription
+from messages.facts import Chosen, Rejected
+
+T = TypeVar("T")
+
+#: One line of free text: no control characters.
+REASON = r"^[^\x00-\x1f\x7f]*$"
+
+
+class ProviderRow(BaseModel):
+    name: str
+    kind: str | None
+    owner: str
+    lease: int | None
+    priority: int | None
+    capacity: int | None
+    in_use: int
+    pending: int
+    cost_per_hour: float
+    status: str
+
+
+class ProviderDetail(ProviderRow):
+    status_reason: str
+    description: ProviderDescription | None
+
+
+class RequestRow(BaseModel):
+    id: str
+    provider: str
+    kind: str
+    action: str
+    template: str | None
+    resource: str | None
+    count: int
+    state: str
+    attempts: int
+    created_at: float
+    provider_request_id: str | None
+    reason: str
+
+
+class InstanceRow(BaseModel):
+    id: str
+    provider: str
+    template: str | None
+    state: str
+    machine_id: str
+    name: str
+    request_id: str
+    launched_at: float | None
+    joined_at: float | None
+    cost_so_far: float
+
+
+class ResourceRow(BaseModel):
+    name: str
+    provider: str
+    base: int
+    borrowed: int
+    total: int
+    in_use: int | None
+    free: int | None
+
+
+class CostRow(BaseModel):
+    provider: str
+    cost_so_far: float
+    cost_per_hour_now: float
+
+
+class DecisionRow(BaseModel):
+    seq: int
+    at: float
+    item: str
+    demand_seq: int
+    need: int
+    in_flight: int
+    chosen: list[Chosen]
+    rejected: list[Rejected]
+    note: str
+
+
+class OrphanRow(BaseModel):
+    kind: Literal["instance", "grant", "request"]
+    id: str
+    provider: str
+    state: str
+    since: float | None
+    machine_id: str | None
+    name: str | None
+    resource: str | None
+    count: int | None
+    cost_so_far: float | None
+    reason: str
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a list; pass ``next`` as ``after`` for the following page (null on the last)."""
+
+    items: list[T]
+    next: str | None
+
+
+class AuditEntry(BaseModel):
+    at: float
+    seq: int | None
+    id: str
+    kind: str
+    provider: str
+    lease: str
+    fence: int
+    what: str
+    payload: dict[str, Any]
+    prev: str
+    hash: str
+
+
+class AuditPage(BaseModel):
+    items: list[AuditEntry]
+    #: The cursor to follow from: the hash of the last line returned (or the one given).
+    next: str | None
+
+
+class AuditVerified(BaseModel):
+    ok: bool
+    lines: int
+    problem: str | None
+    starts_after_rotation: bool
+
+
+class HostEventBody(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    event: HostEventKind
+
+
+class HostEventOut(BaseModel):
+    seq: int | None = None
+    name: str
+    event: HostEventKind
+    time: float
+
+
+class ActionBody(BaseModel):
+    """Why: recorded in the fact and the audit log with the caller's token name."""
+
+    model_config = {"extra": "forbid"}
+
+    reason: str = Field(default="", max_length=500, pattern=REASON)
+
+
+class ActionResult(BaseModel):
+    fact: str
+    seq: int | None
+    kind: str
+    provider: str
+    message: str
+
+
+class Error(BaseModel):
+    error: str
+    fields: list[dict[str, str]] = Field(default_factory=list)
+
+
+class Health(BaseModel):
+    status: str
+    seq: int | None = None

@@ -1,0 +1,146 @@
+"""Prometheus metrics: state computed from the facts at scrape time, plus live timings.
+
+Everything the fact log can tell (requests, instances, units, costs, budget
+room, facts) is computed by a collector from the read model when Prometheus
+scrapes, so every daemon instance reports the same cluster-wide numbers and a
+restart loses no counter. What facts do not record (how long scripts and
+commits took, why a script failed) is measured live in this process.
+
+Each daemon has its own registry, so several daemons can share one process
+(tests) without their series mixing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from typing import Any, Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from messages.facts import Fact
+from messages.scripts import ScriptResult
+from messages.states import REQUEST
+from persistence.port import Controller
+from policy.budget import Usage, period_start, usage
+from policy.costs import costs as policy_costs
+from policy.supply import SupplyView
+from provisioner import views
+from provisioner.config import Config
+from provisioner.readmodel import ReadModel
+
+SCRIPT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    def __init__(self, read_model: ReadModel, controller: Controller, cfg: Config,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.script_duration = Histogram(
+            "provisioner_script_duration_seconds", "How long provider scripts ran, by provider and action.",
+            ["provider", "action"], buckets=SCRIPT_BUCKETS, registry=self.registry)
+        self.script_failures = Counter(
+            "provisioner_script_failures", "Provider script runs that did not succeed, by outcome class.",
+            ["provider", "action", "reason"], registry=self.registry)
+        self.journal_commit = Histogram(
+            "provisioner_journal_commit_seconds", "How long one group commit of facts to the controller took.",
+            buckets=COMMIT_BUCKETS, registry=self.registry)
+        self.registry.register(StateCollector(read_model, controller, cfg, clock))
+
+    def script_done(self, result: ScriptResult) -> None:
+        self.script_duration.labels(result.provider, result.action).observe(result.duration_s)
+        if not result.ok:
+            self.script_failures.labels(result.provider, result.action, result.outcome).inc()
+
+    def committed(self, _facts: list[Fact], seconds: float) -> None:
+        self.journal_commit.observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class StateCollector(Collector):
+    def __init__(self, read_model: ReadModel, controller: Controller, cfg: Config,
+                 clock: Callable[[], float]) -> None:
+        self.read_model = read_model
+        self.controller = controller
+        self.cfg = cfg
+        self.clock = clock
+        self.limits = cfg.budget.limits()
+        self.settings = cfg.policy.settings(cfg.budget, cfg.providers)
+
+    def describe(self) -> list[Metric]:
+        # Registering must not scrape the controller; the families are known only at collect time.
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.clock()
+        leases = {lease.name: lease.holder for lease in self.controller.leases.all()}
+        demand = self.controller.get_demand()
+        with self.read_model.current() as p:
+            requests = Tally((r.provider, r.action, r.state) for r in p.requests.values()
+                             if r.state in REQUEST.terminal)
+            instances = Tally((i.provider, i.state) for i in p.instances.values())
+            units = [(r.name, r.base, r.borrowed, r.total, r.in_use) for r in p.resources.values()]
+            costs = views.costs(p, now, self.settings.billing_units)
+            used = usage(SupplyView(orders=p.orders, requests=p.requests, instances=p.instances, grants=p.grants),
+                         p.providers, now, self.settings.order_timeout)
+            spent = 0.0 if self.limits.max_spend is None else policy_costs(
+                p.providers, p.instances, p.grants, now, self.settings.billing_units,
+                since=period_start(now, self.limits.spend_per)).total
+            providers = sorted(set(p.providers) | set(self.cfg.instance.serves))
+            facts = dict(self.read_model.facts_by_kind)
+
+        yield _family(CounterMetricFamily, "provisioner_requests", "Requests finished, by provider, action "
+                      "(request or return) and outcome (their final state).", ["provider", "action", "outcome"],
+                      requests.items())
+        yield _family(GaugeMetricFamily, "provisioner_instances", "Host instances by provider and state.",
+                      ["provider", "state"], instances.items())
+        rows: list[tuple[tuple[str, ...], float]] = []
+        for name, base, borrowed, total, in_use in units:
+            rows += [((name, "base"), base), ((name, "borrowed"), borrowed), ((name, "total"), total)]
+            if in_use is not None:
+                rows.append(((name, "in_use"), in_use))
+        yield _family(GaugeMetricFamily, "provisioner_units", "Shared resource units: base, borrowed, total and "
+                      "observed in use.", ["resource", "kind"], rows)
+        yield _family(CounterMetricFamily, "provisioner_cost", "Cost so far, in the providers' currency.",
+                      ["provider"], [((c["provider"],), c["cost_so_far"]) for c in costs])
+        yield _family(GaugeMetricFamily, "provisioner_cost_per_hour", "What held supply costs per hour now.",
+                      ["provider"], [((c["provider"],), c["cost_per_hour_now"]) for c in costs])
+        yield _family(GaugeMetricFamily, "provisioner_lease_owned", "1 when this daemon holds the provider's lease.",
+                      ["provider"], [((name,), float(leases.get(f"provider:{name}") == self.cfg.instance.id))
+                                     for name in providers])
+        unmet = {"hosts": 0, "units": 0}
+        for item in demand.items if demand else []:
+            unmet[item.kind] += item.count
+        yield _family(GaugeMetricFamily, "provisioner_demand_unmet", "The scheduler's unmet need in the current "
+                      "demand snapshot, by kind.", ["kind"], [((k,), v) for k, v in unmet.items()])
+        yield _family(CounterMetricFamily, "provisioner_facts", "Facts in the controller's log, by kind.",
+                      ["kind"], [((k,), v) for k, v in sorted(facts.items())])
+        yield _family(GaugeMetricFamily, "provisioner_budget_remaining", "Room left under each configured budget "
+                      "limit (hosts, units, currency per hour, currency this period).", ["limit"],
+                      self._budget(used, spent))
+
+    def _budget(self, used: Usage, spent: float) -> list[tuple[tuple[str, ...], float]]:
+        """What each configured cap still allows, measured as the budget review measures it."""
+        lim = self.limits
+        rows: list[tuple[tuple[str, ...], float]] = []
+        if lim.max_hosts is not None:
+            rows.append((("max_hosts",), lim.max_hosts - used.hosts))
+        if lim.max_units is not None:
+            rows.append((("max_units",), lim.max_units - used.units))
+        if lim.max_cost_per_hour is not None:
+            rows.append((("max_cost_per_hour",), round(lim.max_cost_per_hour - used.cost_per_hour, 6)))
+        if lim.max_spend is not None:
+            rows.append((("max_spend",), round(lim.max_spend - spent, 6)))
+        return rows
+
+
+def _family(cls: Any, name: str, doc: str, labels: list[str], samples: Any) -> Metric:
+    family = cls(name, doc, labels=labels)
+    for values, value in samples:
+        family.add_metric(list(values), float(value))
+    return family

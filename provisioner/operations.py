@@ -1,0 +1,192 @@
+"""What operators and the scheduler can see and do, in one place for the REST API and the CLI.
+
+Reads come from a read model of the whole fact log. Actions are unfenced
+facts (``lease == ""``): a request that the owner of the provider carries
+out, whichever daemon it reached. How facts are committed is the caller's:
+through the daemon's journal (REST) or straight to the controller (CLI).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Literal, Mapping, NamedTuple
+
+from lease.port import Lease
+from messages.demand import DemandSnapshot, HostEventKind
+from messages.facts import Fact, Order, Payload, ProviderAdmin, make_fact
+from messages.states import GRANT, INSTANCE
+from persistence.port import Controller
+from persistence.projection import Projection
+from provisioner import views
+from provisioner.audit import AuditLog
+from provisioner.readmodel import ReadModel
+
+Steer = Literal["pause", "resume", "drain"]
+STEER_KINDS: dict[str, Literal["provider_paused", "provider_resumed", "provider_drained"]] = {
+    "pause": "provider_paused", "resume": "provider_resumed", "drain": "provider_drained",
+}
+#: States from which the state machines allow a return to be planned.
+HOST_RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planned" in dsts)
+GRANT_RETURNABLE = frozenset(s for s, dsts in GRANT.edges.items() if "return_planned" in dsts)
+
+#: Commits facts and returns them as accepted, or raises ``CommitFailed``.
+Commit = Callable[[list[Fact]], list[Fact]]
+
+
+class NotFound(LookupError):
+    """Nothing by that name or id."""
+
+
+class Conflict(Exception):
+    """The thing exists but the action does not apply to it now."""
+
+
+class CommitFailed(Exception):
+    """The facts could not be committed; nothing was written."""
+
+
+class Scope(NamedTuple):
+    """What a view may need beyond the projection."""
+
+    leases: list[Lease]
+    now: float
+    #: Seconds per billed unit, per provider (absent: billed per second).
+    billing_units: Mapping[str, float]
+
+
+class View(NamedTuple):
+    """One list: its cursor key, the fields it can be filtered on, and how to compute its rows."""
+
+    key: str
+    filters: tuple[str, ...]
+    rows: Callable[[Projection, Scope], list[dict[str, Any]]]
+
+
+VIEWS: dict[str, View] = {
+    "providers": View("name", ("kind", "status", "owner"), lambda p, s: views.provider_details(p, s.leases, s.now)),
+    "requests": View("id", ("provider", "state", "action", "kind"), lambda p, s: views.requests(p)),
+    "instances": View("id", ("provider", "state", "template"), lambda p, s: views.instances(p, s.now)),
+    "resources": View("name", ("provider",), lambda p, s: views.resources(p)),
+    "costs": View("provider", ("provider",), lambda p, s: views.costs(p, s.now, s.billing_units)),
+    "decisions": View("seq", ("item",), lambda p, s: views.decisions(p)),
+    "orphans": View("id", ("provider", "kind", "state"), lambda p, s: views.orphans(p, s.now)),
+}
+
+
+class Operations:
+    def __init__(self, read_model: ReadModel, controller: Controller, commit: Commit, audit: AuditLog | None,
+                 clock: Callable[[], float] = time.time, billing_units: Mapping[str, float] | None = None) -> None:
+        self.read_model = read_model
+        self.controller = controller
+        self.commit = commit
+        self.audit_log = audit
+        self.clock = clock
+        self.billing_units = billing_units or {}
+
+    # --- reading -------------------------------------------------------------------
+
+    def list(self, view: str, *, where: dict[str, Any] | None = None, after: str | None = None,
+             limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of one view's rows; raises ``views.BadCursor`` for an unknown ``after``."""
+        v = VIEWS[view]
+        scope = Scope(self.controller.leases.all() if view == "providers" else [], self.clock(), self.billing_units)
+        with self.read_model.current() as p:
+            rows = v.rows(p, scope)
+        return views.page(rows, v.key, after=after, limit=limit, where=where)
+
+    def provider(self, name: str) -> dict[str, Any]:
+        rows, _ = self.list("providers", where={"name": name})
+        if not rows:
+            raise NotFound(f"no provider named {name!r}")
+        return rows[0]
+
+    def demand(self) -> DemandSnapshot | None:
+        return self.controller.get_demand()
+
+    # --- the scheduler's inputs ------------------------------------------------------
+
+    def put_demand(self, snapshot: DemandSnapshot) -> DemandSnapshot:
+        return self.controller.put_demand(snapshot)
+
+    def host_event(self, name: str, event: HostEventKind) -> dict[str, Any]:
+        return self.controller.post_host_event(name, event, self.clock()).to_dict()
+
+    # --- operators' actions ------------------------------------------------------------
+
+    def steer(self, provider: str, action: Steer, reason: str, by: str) -> dict[str, Any]:
+        with self.read_model.current() as p:
+            if provider not in p.providers:
+                raise NotFound(f"no provider named {provider!r}")
+        payload = ProviderAdmin(kind=STEER_KINDS[action], reason=_because(reason, by, action))
+        return self._write(payload, provider, f"{action} of {provider} recorded; its owner applies it")
+
+    def return_instance(self, ident: str, reason: str, by: str) -> dict[str, Any]:
+        with self.read_model.current() as p:
+            inst = _find_instance(p, ident)
+            if inst.state in ("return_planned", "returning"):
+                raise Conflict(f"instance {inst.key} is {inst.state}: it is being returned already")
+            if inst.state not in HOST_RETURNABLE:
+                raise Conflict(f"instance {inst.key} is {inst.state}: nothing to return")
+            order = Order(action="return", supply="hosts", machines=[inst.machine_id], count=1,
+                          reason=_because(reason, by, "return"))
+            provider, key, state = inst.provider, inst.key, inst.state
+        later = " once its work is done" if state == "busy" else ""
+        return self._write(order, provider, f"return of {key} ordered; the owner of {provider} gives it back{later}")
+
+    def return_orphan(self, ident: str, reason: str, by: str) -> dict[str, Any]:
+        rows, _ = self.list("orphans")
+        row = next((r for r in rows if r["id"] == ident), None)
+        if row is None:
+            raise NotFound(f"no orphan with id {ident!r} (see the orphans list)")
+        if row["kind"] == "instance":
+            return self.return_instance(ident, reason, by)
+        if row["kind"] == "request":
+            raise Conflict(f"request {ident} ended with an unknown outcome: nothing known to return; the orphan "
+                           "search lists what it may have left at the provider")
+        with self.read_model.current() as p:
+            grant = p.grants[ident]
+            if grant.state not in GRANT_RETURNABLE:
+                raise Conflict(f"grant {ident} is {grant.state}: nothing to return")
+            order = Order(action="return", supply="units", grants=[ident], resource=grant.resource,
+                          count=grant.count or grant.requested, reason=_because(reason, by, "return"))
+            provider = grant.provider
+        return self._write(order, provider, f"return of grant {ident} ordered; the owner of {provider} gives it back")
+
+    def _write(self, payload: Payload, provider: str, message: str) -> dict[str, Any]:
+        fact = make_fact(payload, provider=provider, now=self.clock())
+        accepted = self.commit([fact])
+        stored = accepted[0] if accepted else fact
+        return {"fact": stored.id, "seq": stored.seq, "kind": stored.kind, "provider": provider,
+                "message": message}
+
+    # --- the audit log -----------------------------------------------------------------
+
+    def audit(self, after: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        if self.audit_log is None:
+            return []
+        return self.audit_log.read(after=after, limit=limit)
+
+    def audit_verify(self) -> dict[str, Any]:
+        if self.audit_log is None:
+            return {"ok": True, "lines": 0, "problem": None, "starts_after_rotation": False}
+        return self.audit_log.verify().to_dict()
+
+
+def _because(reason: str, by: str, action: str) -> str:
+    """The fact's reason: always starts with "operator" (owners treat such orders as an operator's)."""
+    text = " ".join(reason.split()) or f"{action} by an operator"
+    return f"operator: {text} (by {by})"
+
+
+def _find_instance(p: Projection, ident: str) -> Any:
+    """By ``provider/machine_id``, or by a machine id or host name that names exactly one instance."""
+    inst = p.instances.get(ident)
+    if inst is not None:
+        return inst
+    found = [i for i in p.instances.values() if ident in (i.machine_id, i.name)]
+    if not found:
+        raise NotFound(f"no instance {ident!r} (give PROVIDER/MACHINE_ID, a machine id or a host name)")
+    if len(found) > 1:
+        raise Conflict(f"{ident!r} names {len(found)} instances ({', '.join(sorted(i.key for i in found))}): "
+                       "give PROVIDER/MACHINE_ID")
+    return found[0]
