@@ -32,7 +32,7 @@ from messages.commands import (
     Unsubscribe,
 )
 from messages.demand import DemandSnapshot
-from messages.facts import BudgetEvent, Decision, Order, Rejected, make_fact
+from messages.facts import BudgetEvent, Decision, Fact, Order, Rejected, make_fact
 from persistence.projection import Projection
 from policy.planning import Catalog, plan
 from policy.reclaim import reclaim
@@ -69,8 +69,10 @@ class PlannerActor(Actor):
         self.p = Projection()
         self.demand: DemandSnapshot | None = None
         self.ready = False
-        #: None when idle; else what we wait for: "review" or "write".
+        #: None when idle; "review", "write", or "retry" (the last write's outcome is unknown).
         self.waiting: str | None = None
+        #: The facts of the last write, kept until the controller confirms them.
+        self.outbox: list[Fact] = []
         self.last_plan = 0.0
         self.decisions: list[Decision] = []
         #: This round's orders and returns while the budget reviews the orders.
@@ -106,7 +108,9 @@ class PlannerActor(Actor):
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:
-        if msg.now - self.last_plan >= self.policy.plan_every:
+        if self.waiting == "retry":
+            self._send(self.outbox)
+        elif msg.now - self.last_plan >= self.policy.plan_every:
             self._plan(msg.now)
 
     def _view(self) -> SupplyView:
@@ -152,14 +156,27 @@ class PlannerActor(Actor):
         last = {d.decision.item: d.decision for d in self.p.decisions}
         facts += [make_fact(d, **lease) for d in self.decisions
                   if d.chosen or _differs(last.get(d.item), d)]
-        if not facts:
+        if facts:
+            self._send(facts)
+
+    def _send(self, facts: list[Fact]) -> None:
+        if self.revoked.is_set():
+            self.waiting = None
             return
+        self.outbox = facts
         self.waiting = "write"
         self.journal.tell(Append(facts=facts, reply_to=self.actor_ref, tag="plan"))
 
     @handles(Appended)
     def _appended(self, msg: Appended) -> None:
+        if msg.error:
+            # The outcome is unknown: the orders may be committed. Send the very same facts again
+            # (same ids, so a committed copy is not doubled) before planning anything new.
+            log.warning("planner: orders not confirmed, sending them again: %s", msg.error)
+            self.waiting = "retry"
+            return
         self.waiting = None
+        self.outbox = []
         if msg.refused and not self.revoked.is_set():
             _, lease, reason = msg.refused[0]
             log.error("planner: writes refused, lease lost: %s", reason)

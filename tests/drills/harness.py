@@ -45,7 +45,10 @@ class Cluster:
         self.tmp = tmp
         self.url = url or f"sqlite:///{tmp / 'state.db'}"
         self.ttl = ttl
-        self.policy = {"poll_every": "0.1s", "plan_every": "0.1s", "idle_time": "0s", "join_grace": "30s",
+        # The drills' scheduler keeps its demand as first put (it does not lower it as supply
+        # arrives), so granted supply must count as in flight for the whole drill, however slow
+        # the machine: a grace shorter than a drill would rightly order the same need again.
+        self.policy = {"poll_every": "0.1s", "plan_every": "0.1s", "idle_time": "0s", "join_grace": "10m",
                        "cooldown": "1s", "backoff_max": "0.5s", **policy}
         self.sims = {"hosts": HOSTS_SIM, "units": UNITS_SIM}
         for name, sim in self.sims.items():

@@ -84,3 +84,21 @@ def test_an_order_the_budget_cut_is_a_budget_rejection_in_its_decision(planner):
     assert any(r.provider == "a" and r.reason.startswith("budget") for r in decision.rejected)
     assert [f.payload.count for f in written if f.kind == "order"] == [2]
     assert [f.payload.limit for f in written if f.kind == "budget_event"] == ["max_hosts"]
+
+
+def test_orders_of_unknown_outcome_are_sent_again_unchanged_before_anything_new(planner):
+    from messages.commands import Appended, Tick
+
+    ref, journal, budget = planner([hosts("a")])
+    review = budget.get(Review)
+    ref.tell(Reviewed(orders=review.orders, clamps=[]))
+    first = journal.get(Append)
+    # The controller could not confirm the commit: it may or may not have happened.
+    ref.tell(Appended(tag="plan", error="controller unreachable"))
+    ref.tell(Tick(now=T0 + 1_000))
+    again = journal.get(Append)
+    assert [f.id for f in again.facts] == [f.id for f in first.facts], "the same facts, so a committed copy dedupes"
+    assert budget.q.empty(), "no new planning round while the last one's outcome is unknown"
+    ref.tell(Appended(tag="plan", accepted=[f.id for f in again.facts]))
+    ref.tell(Tick(now=T0 + 2_000))
+    assert budget.get(Review).orders, "planning resumes once the write is confirmed"
