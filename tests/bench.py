@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 import tempfile
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: check the harness, not the figures")
     ap.add_argument("--out", default="bench-results.json")
     args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)  # the daemons started here log their lives; the figures are the output
     results = []
     with tempfile.TemporaryDirectory(prefix="provisioner-bench-") as tmp:
         for name, fn, unit, target, op in BENCHMARKS:
