@@ -22,19 +22,19 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from typing import Callable, Sequence, TypeVar
+from typing import Sequence
 
 import orjson
 
 from lease.sqlite import Clock, SqliteDatabase, SqliteLeases
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind
 from messages.facts import Fact
+from persistence.decoding import Decoder, stored_fact
 from persistence.failpoints import failpoint
 from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 #: Most facts ``changes`` hands out per call (the port's bound).
 CHANGES_LIMIT = 10_000
@@ -82,7 +82,7 @@ class SqliteController:
         self.path = path
         self._clock = clock
         self._db = SqliteDatabase(path, busy_timeout=busy_timeout)
-        self._warned: set[tuple[str, int]] = set()
+        self._decode = Decoder(path)
         try:
             with self._db.write() as conn:
                 for statement in _SCHEMA:
@@ -143,7 +143,7 @@ class SqliteController:
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (first + i, f.id, f.time, f.provider, f.lease, f.fence, f.kind, f.v,
-                 f.model_dump_json(exclude_none=True, exclude={"seq"}).encode())
+                 stored_fact(f))
                 for i, f in enumerate(facts)
             ],
         )
@@ -160,7 +160,7 @@ class SqliteController:
             ).fetchall()
             for fact_id, seq, payload in rows:
                 # A stored copy that no longer decodes is still the same fact, at its seq.
-                found[fact_id] = self._decode_fact(seq, payload) or facts[fact_id].model_copy(update={"seq": seq})
+                found[fact_id] = self._decode.fact(seq, payload) or facts[fact_id].model_copy(update={"seq": seq})
         return found
 
     def _stored(self, conn: sqlite3.Connection, fact: Fact) -> Fact | None:
@@ -168,7 +168,7 @@ class SqliteController:
         if row is None:
             return None
         # A stored copy that no longer decodes is still the same fact, at its seq.
-        return self._decode_fact(row[0], row[1]) or fact.model_copy(update={"seq": row[0]})
+        return self._decode.fact(row[0], row[1]) or fact.model_copy(update={"seq": row[0]})
 
     def read(self, after: int = 0, limit: int = 10_000) -> list[Fact]:
         with self._db.read() as conn:
@@ -187,15 +187,10 @@ class SqliteController:
                 break
             for seq, payload in rows:
                 last = seq
-                fact = self._decode_fact(seq, payload)
+                fact = self._decode.fact(seq, payload)
                 if fact is not None:
                     out.append(fact)
         return out, last
-
-    def _decode_fact(self, seq: int, payload: bytes) -> Fact | None:
-        # The stored object has no seq: splice it in front and let pydantic parse the bytes
-        # (faster than decoding to a dict first, which matters when 100,000 facts replay).
-        return self._decode("fact", seq, lambda: Fact.model_validate_json(b'{"seq":%d,' % seq + bytes(payload)[1:]))
 
     def last_seq(self) -> int:
         with self._db.read() as conn:
@@ -311,16 +306,3 @@ class SqliteController:
 
     def close(self) -> None:
         self._db.close()
-
-    def _decode(self, what: str, seq: int, decode: Callable[[], T]) -> T | None:
-        try:
-            return decode()
-        except ValueError as exc:  # orjson and pydantic decode errors are ValueErrors
-            if (what, seq) not in self._warned:
-                self._warned.add((what, seq))
-                log.warning(
-                    "controller %s: skipping %s seq %d that does not decode: %s",
-                    self.path, what, seq, " ".join(str(exc).split()),
-                )
-            return None
-
