@@ -14,7 +14,13 @@ from persistence.projection import Projection
 from provisioner.config import Config
 from provisioner.daemon import Daemon
 from provisioner.views import replay
-from tests.integration.conftest import HOSTS_SIM, UNITS_SIM, make_config, sim_provider, wait_until
+from tests.integration.conftest import (
+    HOSTS_SIM,
+    UNITS_SIM,
+    make_config,
+    sim_provider,
+    wait_state,
+)
 
 #: role -> (token name, token value); values are long random-looking strings a test can search for.
 TOKENS = {
@@ -67,17 +73,7 @@ class Api:
         return replay(self.controller)
 
     def wait_state(self, condition: Any, what: str, timeout: float = 20.0) -> Projection:
-        found: list[Projection] = []
-
-        def check() -> bool:
-            s = self.state()
-            if condition(s):
-                found.append(s)
-                return True
-            return False
-
-        wait_until(check, timeout, what)
-        return found[0]
+        return wait_state(self.state, condition, what, timeout)
 
     def demand_round(self) -> Projection:
         """The scheduler's demand over REST, met: 2 hosts running, 2 vcs units lent (total 4)."""

@@ -23,13 +23,19 @@ def _met(cluster):
     return running == 4 and granted == 3
 
 
-def test_kill_9_the_owner_and_the_standby_finishes_the_work(cluster):
+def _owner_mid_flight_with_standby(cluster):
+    """Daemon a owns every role and has a request in flight; daemon b stands by."""
     a = cluster.start("a")
     wait_until(lambda: _owned_by(cluster, "a") == ROLES, what="a to own everything")
     b = cluster.start("b")
     cluster.c.put_demand(DEMAND)
     wait_until(lambda: any(r.state in ("submitted", "running") for r in cluster.state().requests.values()),
                what="a request in flight")
+    return a, b
+
+
+def test_kill_9_the_owner_and_the_standby_finishes_the_work(cluster):
+    a, b = _owner_mid_flight_with_standby(cluster)
     a.signal(signal.SIGKILL)
     killed = time.monotonic()
     wait_until(lambda: _owned_by(cluster, "b") == ROLES, timeout=cluster.ttl + 5, what="b to take over")
@@ -41,12 +47,7 @@ def test_kill_9_the_owner_and_the_standby_finishes_the_work(cluster):
 
 
 def test_a_paused_owner_wakes_fenced_out_and_acts_no_more(cluster):
-    a = cluster.start("a")
-    wait_until(lambda: _owned_by(cluster, "a") == ROLES, what="a to own everything")
-    b = cluster.start("b")
-    cluster.c.put_demand(DEMAND)
-    wait_until(lambda: any(r.state in ("submitted", "running") for r in cluster.state().requests.values()),
-               what="a request in flight")
+    a, b = _owner_mid_flight_with_standby(cluster)
     a.signal(signal.SIGSTOP)
     wait_until(lambda: _owned_by(cluster, "b") == ROLES, timeout=cluster.ttl + 5, what="b to take over")
     taken = cluster.c.last_seq()

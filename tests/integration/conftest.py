@@ -39,6 +39,21 @@ def sim_provider(tmp: Path, name: str, sim: dict, **script: Any) -> dict:
             "script": {"style": "v2", "path": str(SIM_SCRIPT), "timeout": "10s", **script}}
 
 
+def wait_state(read: Callable[[], Any], condition: Callable[[Any], bool], what: str, timeout: float = 20.0) -> Any:
+    """The first state ``read()`` returns for which ``condition`` holds, bounded in time."""
+    found: list = []
+
+    def check() -> bool:
+        s = read()
+        if condition(s):
+            found.append(s)
+            return True
+        return False
+
+    wait_until(check, timeout, what)
+    return found[0]
+
+
 def sim_call(folder: Path, action: str, doc: dict | None = None, *admin: str) -> Any:
     """Act on a simulated provider directly, as its cloud's console would (no daemon involved)."""
     import subprocess
@@ -89,17 +104,7 @@ class Running:
 
     def wait_state(self, condition: Callable[[Any], bool], what: str, timeout: float = 20.0):
         """The projection once ``condition`` holds for it."""
-        found: list = []
-
-        def check() -> bool:
-            s = self.state()
-            if condition(s):
-                found.append(s)
-                return True
-            return False
-
-        wait_until(check, timeout, what)
-        return found[0]
+        return wait_state(self.state, condition, what, timeout)
 
     def stop(self) -> None:
         self.daemon.stop()

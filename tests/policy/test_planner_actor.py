@@ -2,34 +2,25 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 
 import pytest
 
 from actors.planner import PlannerActor
 from lease.port import Lease
-from messages.commands import Append, CaughtUp, Committed, DemandChanged, Review, Reviewed
+from messages.commands import (
+    Append,
+    CaughtUp,
+    Committed,
+    DemandChanged,
+    Review,
+    Reviewed,
+)
 from messages.demand import HostItem
 from messages.facts import Decision, LeaseChanged, ProviderDescribed, make_fact
 from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
+from tests.fakes import Inbox
 from tests.policy.factories import T0, demand, hosts
-
-
-class Inbox:
-    """Stands in for an actor ref: what is told to it lands in a queue."""
-
-    def __init__(self) -> None:
-        self.q: queue.Queue = queue.Queue()
-
-    def tell(self, msg) -> None:
-        self.q.put(msg)
-
-    def get(self, kind):
-        while True:
-            msg = self.q.get(timeout=5)
-            if isinstance(msg, kind):
-                return msg
 
 
 def _facts(*records):

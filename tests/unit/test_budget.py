@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import queue
-
 import pytest
 
 from actors.budget import BudgetActor
 from messages.commands import Committed, Review, Reviewed
 from messages.description import ProviderDescription, Template
-from messages.facts import InstanceSeen, Order, ProviderDescribed, RequestPlanned, make_fact
+from messages.facts import (
+    InstanceSeen,
+    Order,
+    ProviderDescribed,
+    RequestPlanned,
+    make_fact,
+)
 from provisioner.config import BudgetConfig
-
-
-class Inbox:
-    """Stands in for an actor ref: what is told to it lands in a queue."""
-
-    def __init__(self) -> None:
-        self.q: queue.Queue = queue.Queue()
-
-    def tell(self, msg) -> None:
-        self.q.put(msg)
-
-    def get(self, kind):
-        while True:
-            msg = self.q.get(timeout=5)
-            if isinstance(msg, kind):
-                return msg
+from tests.fakes import Inbox
 
 
 def _facts():
