@@ -234,9 +234,11 @@ class JournalActor(Actor):
             timer.start()
             return
         for sub in joining:
-            self._tell(sub.ref, CaughtUp(seq=self.delivered))
+            # The demand goes first: a planner that caught up without it would take "no demand
+            # seen yet" for "nothing wanted" and give back what is in use.
             if demand is not None:
                 self._tell(sub.ref, DemandChanged(demand=demand))
+            self._tell(sub.ref, CaughtUp(seq=self.delivered))
             if events:
                 self._tell(sub.ref, HostEvents(events=events))
         self.subscribers += joining

@@ -149,7 +149,10 @@ class Cluster:
         ours = sum(g.count for g in p.grants.values() if g.state in ("granted", "return_planned", "returning"))
         assert held == ours, f"the license pool lends {held}, the facts say {ours}"
         if units_wanted is not None:
-            assert sum(g["requested"] for g in grants.values()) == units_wanted, "units requested twice"
+            requests = [f"{g['requested']} {g['state']} token {g.get('token')}" for g in grants.values()]
+            facts = [(f.kind, f.payload) for f in self.c.read() if f.provider == "units" and f.kind != "usage_observed"]
+            assert sum(g["requested"] for g in grants.values()) == units_wanted, \
+                f"units requested twice: the pool lent {requests}; the facts: {facts}"
 
 
 class Daemon:
