@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictFloat, StrictInt, field_validator, model_validator
 
 from messages.base import Model
+
+#: Numbers the scheduler sends are numbers: JSON ``true`` is not a count, nor ``"3"`` a time.
+Count = StrictInt
+Time = StrictFloat
 
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")]
 
@@ -20,7 +24,7 @@ class HostItem(Model):
 
     id: Name
     kind: Literal["hosts"] = "hosts"
-    count: int = Field(ge=0, le=1_000_000)
+    count: Count = Field(ge=0, le=1_000_000)
     template: Name | None = None
     select: dict[str, str] = Field(default_factory=dict)
 
@@ -59,7 +63,7 @@ class UnitItem(Model):
 
     id: Name
     kind: Literal["units"] = "units"
-    count: int = Field(ge=0, le=1_000_000_000)
+    count: Count = Field(ge=0, le=1_000_000_000)
     resource: Name
 
 
@@ -69,9 +73,9 @@ DemandItem = Annotated[Union[HostItem, UnitItem], Field(discriminator="kind")]
 class DemandSnapshot(Model):
     """The scheduler's unmet need now. A snapshot replaces the previous one."""
 
-    seq: int = Field(default=0, ge=0)
+    seq: Count = Field(default=0, ge=0)
     items: list[DemandItem] = Field(default_factory=list)
-    time: float | None = None
+    time: Time | None = None
 
     @model_validator(mode="after")
     def _unique_ids(self) -> "DemandSnapshot":

@@ -325,4 +325,31 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         """Check the audit log's hash chain from its oldest kept line."""
         return ops.audit_verify()
 
+    _plain_query_parameters(app)
     return app
+
+
+def _plain_query_parameters(app: FastAPI) -> None:
+    """Publish optional query parameters as plain strings and numbers, not "or null".
+
+    A query string has no null: an absent parameter is what ``required: false``
+    already says. Left as ``anyOf [string, null]`` the document would promise that
+    a value of any other JSON type is refused, and in a URL every value is text.
+    """
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = build()
+            for path in doc.get("paths", {}).values():
+                for op in path.values():
+                    for param in op.get("parameters", []):
+                        schema = param.get("schema", {})
+                        kinds = schema.get("anyOf", [])
+                        if param.get("in") == "query" and len(kinds) == 2 and {"type": "null"} in kinds:
+                            plain = next(k for k in kinds if k != {"type": "null"})
+                            param["schema"] = {**{k: v for k, v in schema.items() if k != "anyOf"}, **plain}
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

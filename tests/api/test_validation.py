@@ -19,6 +19,9 @@ BAD = [
     ("PUT", "/v1/demand", "scheduler", {"json": [1, 2]}, "body"),
     ("PUT", "/v1/demand", "scheduler", {"json": {"items": [
         {"id": "d1", "kind": "hosts", "count": 1, "select": {"ncpus": ""}}]}}, "body.items.0.hosts.select"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"time": False}}, "body.time"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [{"id": "d1", "kind": "units", "resource": "vcs",
+                                                            "count": True}]}}, "body.items.0.units.count"),
     ("POST", "/v1/hosts/h-1/events", "scheduler", {"json": {"event": "asleep"}}, "body.event"),
     ("POST", "/v1/hosts/h-1/events", "scheduler", {"json": {}}, "body.event"),
     ("POST", "/v1/hosts/-bad-name/events", "scheduler", {"json": {"event": "idle"}}, "path.name"),
