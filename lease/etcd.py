@@ -159,6 +159,10 @@ class EtcdLeases:
                 kv = _first(result)
         return None
 
+    def renew_all(self, leases: list[Lease], ttl: float) -> list[Lease | None]:
+        # Each key keeps its own compare-and-extend; they share the instance's one etcd lease.
+        return [self.renew(lease, ttl) for lease in leases]
+
     def release(self, lease: Lease) -> bool:
         key = self.key(lease.name)
         kv = self._client.get(key)

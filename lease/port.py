@@ -49,6 +49,13 @@ class LeasePort(Protocol):
         gets a new fence, because facts under the old one were already refused.
         """
 
+    def renew_all(self, leases: list[Lease], ttl: float) -> list[Lease | None]:
+        """``renew`` for each lease, in order, in one round trip where the backend can.
+
+        A daemon serving a thousand providers renews a thousand leases each
+        round; one by one, the round could outlast the TTL.
+        """
+
     def release(self, lease: Lease) -> bool:
         """Give the lease up now (keeps its fence history); False if it was not held."""
 

@@ -159,17 +159,23 @@ class SqliteLeases:
             return Lease(name=name, holder=holder, fence=fence, expires_at=now + ttl)
 
     def renew(self, lease: Lease, ttl: float) -> Lease | None:
+        return self.renew_all([lease], ttl)[0]
+
+    def renew_all(self, leases: list[Lease], ttl: float) -> list[Lease | None]:
         _check_ttl(ttl)
+        if not leases:
+            return []
         with self._db.write() as conn:
             now = self._clock()
-            changed = conn.execute(
-                "UPDATE leases SET expires_at = ?"
-                " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ?",
-                (now + ttl, lease.name, lease.holder, lease.fence, now),
-            ).rowcount
-            if not changed:
-                return None
-            return lease.model_copy(update={"expires_at": now + ttl})
+            out: list[Lease | None] = []
+            for lease in leases:
+                changed = conn.execute(
+                    "UPDATE leases SET expires_at = ?"
+                    " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ?",
+                    (now + ttl, lease.name, lease.holder, lease.fence, now),
+                ).rowcount
+                out.append(lease.model_copy(update={"expires_at": now + ttl}) if changed else None)
+            return out
 
     def release(self, lease: Lease) -> bool:
         with self._db.write() as conn:

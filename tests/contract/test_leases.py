@@ -148,3 +148,20 @@ def test_second_handle_sees_leases_of_the_first(make_controller: MakeController,
     taken = second.leases.acquire(NAME, "b", ttl=10)
     assert taken is not None and taken.fence > held.fence
     assert first.leases.renew(held, ttl=10) is None
+
+
+def test_renew_all_renews_each_held_lease_and_refuses_the_lost_ones(controller: Controller, clock: FakeClock) -> None:
+    kept = controller.leases.acquire("provider:a", "d1", ttl=10)
+    lost = controller.leases.acquire("provider:b", "d1", ttl=10)
+    assert kept is not None and lost is not None
+    assert controller.leases.release(lost)
+    taken = controller.leases.acquire("provider:b", "d2", ttl=10)
+    assert taken is not None
+    clock.advance(8)
+    renewed = controller.leases.renew_all([kept, lost], ttl=10)
+    assert renewed[1] is None, "a lease that passed to another holder is not renewed"
+    assert renewed[0] is not None and renewed[0].fence == kept.fence and renewed[0].expires_at == clock.now + 10
+    clock.advance(8)  # past the first expiry, within the renewed one
+    assert controller.leases.get("provider:a") == renewed[0]
+    assert controller.leases.get("provider:b") is None, "the other holder's lease was not extended by d1's call"
+    assert controller.leases.renew_all([], ttl=10) == []
