@@ -103,6 +103,10 @@ class _Finished:
 class ScriptRunner:
     """The script runner of one provider: a FIFO of runs, at most ``max_concurrent`` at once.
 
+    Threads start when runs wait and end after ``idle_exit`` seconds without
+    work: a daemon serving a thousand quiet providers keeps a thread per
+    running script, not ``max_concurrent`` per provider.
+
     ``home`` is the scripts' HOME (default: the daemon's). ``kill_grace`` is
     how long a timed-out script has between SIGTERM and SIGKILL, and how long
     output is still drained after a script exited while something it left
@@ -117,6 +121,7 @@ class ScriptRunner:
         home: Path | None = None,
         *,
         kill_grace: float = 2.0,
+        idle_exit: float = 30.0,
     ) -> None:
         self.provider = provider
         self.work_dir = Path(work_dir)
@@ -128,12 +133,11 @@ class ScriptRunner:
         self._stopped = False
         self._killing = False
         self._running: set[_Process] = set()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"script-{provider.name}-{i}", daemon=True)
-            for i in range(provider.script.max_concurrent)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self.idle_exit = idle_exit
+        #: Runner threads alive, and how many of them wait for work (both under ``_lock``).
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._started = 0
 
     # --- caller side ---------------------------------------------------------
 
@@ -149,6 +153,7 @@ class ScriptRunner:
         with self._lock:
             if not self._stopped:
                 self._queue.put(job)
+                self._more_hands()
                 return
         late = threading.Thread(target=self._refuse, args=(job,), name=f"script-{self.provider.name}-late", daemon=True)
         late.start()
@@ -166,8 +171,9 @@ class ScriptRunner:
             self._killing = self._killing or kill
             running = list(self._running)
         if first:
-            for _ in self._threads:
-                self._queue.put(None)
+            with self._lock:
+                for _ in self._threads:
+                    self._queue.put(None)
         if kill:
             for proc in running:
                 proc.stopped = True
@@ -176,20 +182,55 @@ class ScriptRunner:
             for proc in running:
                 proc.signal(signal.SIGKILL)
         self._join(until)
-        alive = [t.name for t in self._threads if t.is_alive()]
+        with self._lock:
+            alive = [t.name for t in self._threads if t.is_alive()]
         if alive:
             log.warning("%s: script threads still running after stop: %s", self.provider.name, ", ".join(alive))
 
     def _join(self, until: float) -> None:
-        for thread in self._threads:
+        with self._lock:
+            threads = list(self._threads)
+        for thread in threads:
             if thread is not threading.current_thread():  # stop() called from on_result
                 thread.join(max(0.0, until - time.monotonic()))
 
     # --- runner threads ------------------------------------------------------
 
+    def _more_hands(self) -> None:
+        """Start a thread when runs wait for one and the limit allows (caller holds ``_lock``)."""
+        if self._queue.qsize() > self._idle and len(self._threads) < self.provider.script.max_concurrent:
+            self._started += 1
+            thread = threading.Thread(target=self._work, name=f"script-{self.provider.name}-{self._started}",
+                                      daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _next(self) -> _Job | None:
+        """The next run; None when stopping or when this thread has been idle long enough to end."""
+        while True:
+            with self._lock:
+                self._idle += 1
+            try:
+                job = self._queue.get(timeout=self.idle_exit)
+            except queue.Empty:
+                with self._lock:
+                    self._idle -= 1
+                    # A run queued between the timeout and the lock is still this thread's to take.
+                    if self._queue.empty():
+                        self._threads.remove(threading.current_thread())
+                        return None
+                continue
+            with self._lock:
+                self._idle -= 1
+                if job is None:
+                    self._threads.remove(threading.current_thread())
+                else:
+                    self._more_hands()
+            return job
+
     def _work(self) -> None:
         while True:
-            job = self._queue.get()
+            job = self._next()
             if job is None:
                 return
             if self._stopped:

@@ -480,3 +480,29 @@ def test_input_files_are_private_and_removed(script, make_runner, results, tmp_p
     assert result.outcome == "ok", result.reason
     assert "-rw------- " in result.stderr_tail
     assert list(Path(tmp_path / "work" / "in").iterdir()) == []
+
+
+def test_threads_start_for_work_and_end_when_idle(script, results, tmp_path, tools):
+    """A thousand quiet providers must not hold max_concurrent threads each."""
+    from providers.runner import ScriptRunner
+
+    cfg = tools.provider(script(f"#!/bin/sh\n{OK_JSON}\n"), max_concurrent=3)
+    runner = ScriptRunner(cfg, tmp_path / "w", results, idle_exit=0.2)
+
+    def threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("script-p1-")]
+
+    try:
+        assert threads() == [], "no thread before there is work"
+        for i in range(3):
+            runner.submit("request", {"template": "T1", "count": 1}, token=f"t{i}")
+        assert [r.outcome for r in results.wait(3)] == ["ok"] * 3
+        assert 1 <= len(threads()) <= 3
+        deadline = time.monotonic() + 5
+        while threads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threads() == [], "idle threads end"
+        runner.submit("request", {"template": "T1", "count": 1}, token="t9")
+        assert [r.outcome for r in results.wait(4)][-1] == "ok", "work after the threads ended still runs"
+    finally:
+        runner.stop(wait=3.0)
