@@ -3,8 +3,9 @@
 It answers the planner's ``Review`` with the orders clamped so that what is
 held plus what is on its way plus the new orders stays within every global
 cap (hosts, units, cost per hour, spend per period), each clamp cut to the
-provider's granularity. The math is ``policy.budget``; this actor only keeps
-its own projection of the facts to measure usage against.
+provider's granularity. The math is ``policy.rounds.review_orders`` (the
+same the simulator runs); this actor only keeps its own projection of the
+facts to measure usage against.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from actors.base import Actor, handles
+from actors.journal import Restored
 from messages.commands import CaughtUp, Committed, DemandChanged, HostEvents, Review, Reviewed, Subscribe, Tick
 from persistence.projection import Projection
-from policy.budget import Headroom, period_start, review, usage
-from policy.costs import costs
-from policy.supply import SupplyView
+from policy.rounds import review_orders
 from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ class BudgetActor(Actor):
     def on_start(self) -> None:
         self.journal.tell(Subscribe(ref=self.actor_ref))
 
+    @handles(Restored)
+    def _restored(self, msg: Restored) -> None:
+        self.p = msg.projection()
+
     @handles(Committed)
     def _committed(self, msg: Committed) -> None:
         self.p.apply_all(msg.facts)
@@ -65,15 +69,7 @@ class BudgetActor(Actor):
 
     @handles(Review)
     def _review(self, msg: Review) -> None:
-        now = self.clock()
-        p = self.p
-        view = SupplyView(orders=p.orders, requests=p.requests, instances=p.instances, grants=p.grants)
-        spent = 0.0
-        if self.settings.budget.max_spend is not None:
-            spent = costs(p.providers, p.instances, p.grants, now, self.settings.billing_units,
-                          since=period_start(now, self.settings.budget.spend_per)).total
-        headroom = Headroom(self.settings.budget, usage(view, p.providers, now, self.settings.order_timeout), spent)
-        approved, clamps = review(msg.orders, p.providers, headroom, self.settings.providers)
+        approved, clamps = review_orders(msg.orders, self.p, self.clock(), self.settings)
         for c in clamps:
             log.info("budget: %s by %s", c.detail, c.limit)
         msg.reply_to.tell(Reviewed(orders=approved, clamps=[(c.limit, c.detail) for c in clamps]))

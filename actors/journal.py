@@ -7,6 +7,11 @@ where it last delivered and feeds subscribers in seq order, so a writer sees
 its own facts in its projection before it gets the ``Appended`` reply (pykka
 delivers one sender's messages in order). The tailer's batches go the same
 way; facts already delivered are skipped by seq.
+
+A joining subscriber is first sent the latest snapshot (``Restored``), then
+only the facts after it. The journal keeps the decoded snapshot while actors
+join (they start together, or a few at a time as leases are won) and lets it
+go once none has joined for a while; a newer file on disk replaces it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from actors.base import Actor, handles
 from lease.port import ControllerUnavailable
 from messages.base import Model
 from messages.commands import (
+    ActorMessage,
     Append,
     Appended,
     CaughtUp,
@@ -35,12 +41,16 @@ from messages.commands import (
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
 from persistence.port import Changes, Controller
+from persistence.projection import Projection
+from persistence.snapshot import Snapshot, SnapshotStore
 
 log = logging.getLogger(__name__)
 
 CHUNK = 5_000
 #: Seconds before a replay that could not read the log is tried again.
 REPLAY_RETRY = 0.5
+#: Seconds a decoded snapshot is kept after the last subscriber restored from it.
+KEEP_SNAPSHOT = 30.0
 
 
 class _Flush(Model):
@@ -51,8 +61,21 @@ class _Replay(Model):
     pass
 
 
+class _Forget(Model):
+    used: float
+
+
 class Feed(Model):
     changes: Changes
+
+
+class Restored(ActorMessage):
+    """The state a subscriber starts from: a snapshot's share for it. The facts after it follow."""
+
+    snapshot: Any
+
+    def projection(self) -> Projection:
+        return self.snapshot.projection()
 
 
 @dataclass
@@ -71,9 +94,15 @@ class JournalActor(Actor):
         *,
         on_commit: Callable[[list[Fact], float], None] | None = None,
         max_batch: int = 2_000,
+        snapshots: SnapshotStore | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
+        """``snapshot``: one the caller already loaded from ``snapshots``, to spare decoding it twice."""
         super().__init__()
         self.controller = controller
+        self.snapshots = snapshots
+        self.snapshot = snapshot
+        self.snapshot_used = time.monotonic()
         self.on_commit = on_commit
         self.max_batch = max_batch
         self.pending: list[Append] = []
@@ -209,8 +238,13 @@ class JournalActor(Actor):
         self.replay_queued = False
         joining, self.joining = self.joining, []
         self._catch_up()
-        after = 0
         try:
+            snapshot = self._snapshot()
+            after = 0
+            if snapshot is not None:
+                after = snapshot.seq
+                for sub in joining:
+                    self._tell(sub.ref, Restored(snapshot=snapshot.part(sub.providers)))
             while after < self.delivered:
                 facts = [f for f in self.controller.read(after=after, limit=CHUNK) if (f.seq or 0) <= self.delivered]
                 if not facts:
@@ -246,6 +280,27 @@ class JournalActor(Actor):
     def _retry_replay(self) -> None:
         if self.actor_ref.is_alive():
             self.actor_ref.tell(_Replay())
+
+    def _snapshot(self) -> Snapshot | None:
+        """The latest trustworthy snapshot: the one in memory, unless a newer one was written since."""
+        if self.snapshots is None:
+            return None
+        if self.snapshot is None or self.snapshots.seq() > self.snapshot.seq:
+            self.snapshot = self.snapshots.load(self.controller)
+        self.snapshot_used = time.monotonic()
+        timer = threading.Timer(KEEP_SNAPSHOT, self._tell_forget, (self.snapshot_used,))
+        timer.daemon = True
+        timer.start()
+        return self.snapshot
+
+    def _tell_forget(self, used: float) -> None:
+        if self.actor_ref.is_alive():
+            self.actor_ref.tell(_Forget(used=used))
+
+    @handles(_Forget)
+    def _forget(self, msg: _Forget) -> None:
+        if msg.used == self.snapshot_used:
+            self.snapshot = None
 
     def replaying(self) -> bool:
         """True while some subscriber still waits for its replay (asked through a proxy)."""

@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from actors.base import Actor, handles
+from actors.journal import Restored
 from lease.port import Lease
 from messages.commands import (
     Append,
@@ -47,20 +48,23 @@ from messages.facts import (
     make_fact,
     new_id,
 )
+from messages.grant_returns import return_lost
 from messages.records import OrderRecord, RequestRecord
+from messages.status_facts import status_facts
 from messages.scripts import Accepted, Holdings, Reclaims, ScriptResult, StatusReport, Usage
 from messages.states import INSTANCE, REQUEST
 from persistence.failpoints import failpoint
 from persistence.port import Controller, ResourceTotal
 from persistence.projection import Projection
+from policy.reclaim import portions
+from policy.retry import backoff, retryable, try_again
+from policy.returns import returns_due
 from providers.contract import supports
 from providers.describe import merge_description
 from provisioner.config import PolicyConfig, ProviderConfig, ResourceConfig
 
 log = logging.getLogger(__name__)
 
-#: Script failures after which a request is given up (transient ones are retried until then).
-MAX_ATTEMPTS = 5
 #: Outcomes that mean the provider cannot work until an operator steps in.
 DISABLING = frozenset({"credentials", "config", "spawn_error"})
 #: Instance states from which a return may be planned.
@@ -69,10 +73,6 @@ RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planne
 HELD = frozenset({"running", "joined", "idle", "busy"})
 #: Orphan searches and reclaim checks run this many status polls apart.
 SCAN_EVERY_POLLS = 12
-
-
-def backoff(attempts: int, cap: float, base: float = 1.0) -> float:
-    return min(cap, base * (2 ** max(0, attempts - 1)))
 
 
 class ProviderActor(Actor):
@@ -147,6 +147,10 @@ class ProviderActor(Actor):
         return self.ready and not self.revoked.is_set()
 
     # --- feed ------------------------------------------------------------------------
+
+    @handles(Restored)
+    def _restored(self, msg: Restored) -> None:
+        self.p = msg.projection()
 
     @handles(Committed)
     def _committed(self, msg: Committed) -> None:
@@ -298,15 +302,18 @@ class ProviderActor(Actor):
                         and inst.state in RETURNABLE and (inst.state != "busy" or o.reason.startswith("operator"))]
             self._plan_return(machines, [], o.reason, order_id=order.id)
         else:
-            grants = [g for g in o.grants if (gr := self.p.grants.get(g)) is not None
-                      and gr.state in ("granted", "orphaned")]
-            self._plan_return([], grants, o.reason, order_id=order.id)
+            held = {g: gr.count for g in o.grants if (gr := self.p.grants.get(g)) is not None
+                    and gr.state in ("granted", "orphaned")}
+            self._plan_return([], portions(held, o.count, held), o.reason, order_id=order.id)
 
-    def _plan_return(self, machines: list[str], grants: list[str], reason: str, order_id: str = "") -> None:
-        """Write a return's intent with its instances or grants moved to ``return_planned``, in one batch."""
+    def _plan_return(self, machines: list[str], grants: Mapping[str, int], reason: str, order_id: str = "") -> None:
+        """Write a return's intent with its instances or grants moved to ``return_planned``, in one batch.
+
+        ``grants`` maps each grant to the units it gives back: all it holds, or part of it.
+        """
         if not machines and not grants:
             return
-        tag = f"order:{order_id}" if order_id else f"return:{','.join(sorted(machines + grants))}"
+        tag = f"order:{order_id}" if order_id else f"return:{','.join(sorted([*machines, *grants]))}"
         if f"write:{tag}" in self.busy:
             return
         failpoint("return.before_intent")
@@ -322,50 +329,27 @@ class ProviderActor(Actor):
                                          request_id=request_id, reason=reason)
                          for m in machines if self.p.instances[f"{self.name}/{m}"].state != "return_planned"]
         else:
-            resource = self.p.grants[grants[0]].resource
-            count = sum(self.p.grants[g].count for g in grants)
+            resource = self.p.grants[next(iter(grants))].resource
             payloads = [RequestPlanned(action="return", supply="units", order_id=order_id, resource=resource,
-                                       count=count, grants=grants)]
+                                       count=sum(grants.values()), grants=list(grants))]
+            # Written also for a grant already return_planned: it names the new request, so a
+            # failed return is re-planned once, never again while its successor is under way.
             payloads += [GrantChanged(kind="grant_return_planned", grant_id=g, resource=self.p.grants[g].resource,
-                                      state="return_planned", request_id=request_id, count=self.p.grants[g].count)
-                         for g in grants if self.p.grants[g].state != "return_planned"]
+                                      state="return_planned", request_id=request_id, count=n)
+                         for g, n in grants.items()]
         ids: list[str | None] = [request_id] + [None] * (len(payloads) - 1)
         self._write(payloads, tag=tag, ids=ids)
 
     def _replan_returns(self, now: float) -> None:
-        """Give back again what a failed return left behind, and orphans when the policy says so."""
-        pause = self.policy.cooldown / 4
-        orphans_go = self.policy.orphans == "return"
-        machines: dict[str, list[str]] = {}
-        for inst in self.p.instances_in("return_planned", "orphaned"):
-            if inst.provider != self.name:
-                continue
-            if inst.state == "return_planned" and self._settled(inst.return_request_id, now, pause):
-                machines.setdefault("its last return failed: return again", []).append(inst.machine_id)
-            elif inst.state == "orphaned" and orphans_go:
-                machines.setdefault("orphans: return", []).append(inst.machine_id)
-        grants: dict[tuple[str, str], list[str]] = {}
-        for grant in self.p.open()[3]:
-            if grant.provider != self.name:
-                continue
-            if grant.state == "return_planned" and self._settled(grant.return_request_id, now, pause):
-                grants.setdefault((grant.resource, "its last return failed: return again"), []).append(grant.id)
-            elif grant.state == "orphaned" and orphans_go and grant.count:
-                grants.setdefault((grant.resource, "orphans: return"), []).append(grant.id)
+        """Give back again what a failed return left behind, machines that failed to start, and orphans."""
+        machines, grants = returns_due(
+            [i for i in self.p.instances_in("return_planned", "failed", "orphaned") if i.provider == self.name],
+            [g for g in self.p.open()[3] if g.provider == self.name],
+            self.p.requests, now, self.policy.cooldown / 4, self.policy.orphans == "return")
         for reason, ids in sorted(machines.items()):
-            self._plan_return(sorted(ids), [], reason)
-        for (_, reason), ids in sorted(grants.items()):
-            self._plan_return([], sorted(ids), reason)
-
-    def _settled(self, request_id: str, now: float, pause: float) -> bool:
-        """True when the return request behind a record ended without giving it back, a pause ago."""
-        req = self.p.requests.get(request_id)
-        if req is None:
-            return True
-        if req.state not in ("failed", "timed_out"):
-            return False
-        ended = req.history.since(req.state) or 0.0
-        return now - ended >= pause
+            self._plan_return(ids, {}, reason)
+        for (_, reason), parts in sorted(grants.items()):
+            self._plan_return([], parts, reason)
 
     def _watch_joins(self, now: float) -> None:
         """A host that never joins within join_timeout is an orphan: paid for, serving no one."""
@@ -406,10 +390,18 @@ class ProviderActor(Actor):
                 for m in req.machines if f"{self.name}/{m}" in self.p.instances
             ]}
         else:
-            doc = {"token": req.id, "resource": req.resource, "count": req.count, "grants": req.grants}
+            doc = {"token": req.id, "resource": req.resource, "count": req.count,
+                   "grants": [self._grant_ref(g) for g in req.grants]}
         failpoint(f"{req.action}.after_intent")
         self._run("request" if req.action == "request" else "return", doc, tag=("request", req.id), key=key,
                   token=req.id)
+
+    def _grant_ref(self, grant_id: str) -> str | dict[str, Any]:
+        """A grant as a units return names it: its token, with the count when only part goes back."""
+        grant = self.p.grants.get(grant_id)
+        if grant is not None and grant.partial_return:
+            return {"token": grant_id, "count": grant.returning}
+        return grant_id
 
     def _expire(self, now: float) -> None:
         for req in self.p.open()[1]:
@@ -439,9 +431,7 @@ class ProviderActor(Actor):
                          for m in req.machines
                          if (i := self.p.instances.get(f"{self.name}/{m}")) is not None
                          and i.return_request_id == req.id and i.state in ("return_planned", "returning")]
-            payloads += [GrantChanged(kind="grant_orphan_found", grant_id=g, resource=self.p.grants[g].resource,
-                                      state="orphaned", request_id=req.id, reason=why, count=self.p.grants[g].count)
-                         for g in req.grants
+            payloads += [return_lost(self.p.grants[g], req.id, why) for g in req.grants
                          if g in self.p.grants and self.p.grants[g].return_request_id == req.id
                          and self.p.grants[g].state in ("return_planned", "returning")]
         log.warning("provider %s: request %s %s: %s", self.name, req.id, state, reason)
@@ -578,20 +568,19 @@ class ProviderActor(Actor):
                              and self.p.instances[f"{self.name}/{m}"].state == "return_planned"]
             elif req.action == "return":
                 payloads += [GrantChanged(kind="grant_returning", grant_id=g, resource=self.p.grants[g].resource,
-                                          state="returning", request_id=req.id, count=self.p.grants[g].count)
+                                          state="returning", request_id=req.id, count=self.p.grants[g].returning)
                              for g in req.grants if g in self.p.grants
                              and self.p.grants[g].state == "return_planned"]
             self._write(payloads, tag=f"req:{req.id}")
             return
-        retryable = result.outcome in ("transient", "failed", "bad_output") or (
-            result.outcome == "timeout" and (self.cfg.script.style == "v2" or req.action == "return"))
-        if retryable and req.attempts + 1 < MAX_ATTEMPTS:
+        takes_token = self.cfg.script.style == "v2"
+        if try_again(result.outcome, takes_token, req.action, req.attempts):
             # Same state, one more attempt: the next try repeats the same token.
             self._write([RequestChanged(kind="request_status", request_id=req.id, state="planned",
                                         reason=result.reason, outcome=result.outcome)], tag=f"req:{req.id}")
             return
         reason = result.reason
-        if result.outcome == "timeout" and not retryable:
+        if result.outcome == "timeout" and not retryable(result.outcome, takes_token, req.action):
             reason += " (unknown outcome: LSF-style scripts take no token, so it is not repeated; " \
                       "the orphan search finds what it made)"
         self._fail(req, "failed", reason, result.outcome)
@@ -605,67 +594,10 @@ class ProviderActor(Actor):
             req = self.p.requests.get(ids.get(st.request_id, ""))
             if req is None:
                 continue
-            if req.action == "request" and req.supply == "hosts":
-                payloads += self._machines(req, st)
-            elif req.action == "return" and req.supply == "hosts":
-                payloads += self._returned_machines(req, st)
-            elif req.action == "request" and st.status != "running":
-                g = self.p.grants.get(req.id)
-                if g is not None and g.state == "requested":
-                    granted = st.granted or 0
-                    if granted > 0:
-                        payloads.append(GrantChanged(kind="grant_granted", grant_id=g.id, resource=g.resource,
-                                                     state="granted", count=granted, request_id=req.id))
-                    else:
-                        payloads.append(GrantChanged(kind="grant_failed", grant_id=g.id, resource=g.resource,
-                                                     state="failed", request_id=req.id, reason=st.message))
-            elif req.action == "return" and st.status == "complete":
-                payloads += [GrantChanged(kind="grant_returned", grant_id=g, resource=self.p.grants[g].resource,
-                                          state="returned", request_id=req.id, count=self.p.grants[g].count)
-                             for g in req.grants if g in self.p.grants
-                             and self.p.grants[g].state == "returning"]
-            if req.state in REQUEST.terminal:
-                continue
-            if st.status == "running" and req.state == "submitted":
-                payloads.append(RequestChanged(kind="request_status", request_id=req.id, state="running",
-                                               reason=st.message))
-            elif st.status in ("complete", "complete_with_error"):
-                payloads.append(RequestChanged(kind="request_completed", request_id=req.id, state=st.status,
-                                               reason=st.message))
+            payloads += status_facts(self.name, self.p.instances, self.p.grants, req, st.status, st.message,
+                                     st.machines, st.granted)
         if payloads:
             self._write(payloads, tag="status")
-
-    def _machines(self, req: RequestRecord, st: Any) -> list[Payload]:
-        out: list[Payload] = []
-        for m in st.machines:
-            state = {"executing": "provisioning", "succeed": "running", "fail": "failed"}[m.result]
-            inst = self.p.instances.get(f"{self.name}/{m.machine_id}")
-            if inst is None:
-                out.append(InstanceSeen(machine_id=m.machine_id, name=m.name or m.machine_id, request_id=req.id,
-                                        template=m.template or req.template, state=state,
-                                        launched_at=m.launched_at, private_ip=m.private_ip))
-            elif inst.state != state and INSTANCE.allowed(inst.state, state) and inst.state in (
-                    "requested", "provisioning"):
-                out.append(InstanceChanged(kind=f"instance_{state}", machine_id=m.machine_id, state=state,
-                                           request_id=req.id, reason=m.message))
-        return out
-
-    def _returned_machines(self, req: RequestRecord, st: Any) -> list[Payload]:
-        out: list[Payload] = []
-        results = {m.machine_id: m for m in st.machines}
-        for machine_id in req.machines:
-            inst = self.p.instances.get(f"{self.name}/{machine_id}")
-            if inst is None or inst.state != "returning":
-                continue
-            m = results.get(machine_id)
-            if (m is not None and m.result == "succeed") or (m is None and st.status == "complete"):
-                out.append(InstanceChanged(kind="instance_returned", machine_id=machine_id, state="returned",
-                                           request_id=req.id))
-            elif (m is not None and m.result == "fail") or st.status == "complete_with_error":
-                out.append(InstanceChanged(kind="instance_return_planned", machine_id=machine_id,
-                                           state="return_planned", request_id=req.id,
-                                           reason=(m.message if m else st.message) or "return failed"))
-        return out
 
     def _listed(self, started: float, result: ScriptResult) -> None:
         if not result.ok or not isinstance(result.output, Holdings):
@@ -702,6 +634,11 @@ class ProviderActor(Actor):
                 payloads.append(GrantChanged(kind="grant_orphan_found", grant_id=grant.id, resource=grant.resource,
                                              state="orphaned", count=g.count,
                                              reason="recorded as failed, yet the provider still holds it"))
+            elif grant.state == "granted" and g.count < grant.count and grant.history.changes[-1].at < started:
+                # A partial return that timed out went back after all: the units stop counting and costing.
+                payloads.append(GrantChanged(kind="grant_part_returned", grant_id=grant.id, resource=grant.resource,
+                                             state="granted", count=grant.count - g.count,
+                                             reason="the provider holds fewer units than recorded"))
         if payloads:
             self._write(payloads, tag="orphans")
 

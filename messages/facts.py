@@ -25,8 +25,13 @@ SCHEMA_VERSION = 1
 
 
 def new_id(prefix: str) -> str:
-    """A unique ASCII id (80 random bits); intents use it as their idempotency token."""
-    return f"{prefix}-{os.urandom(10).hex()}"
+    """A unique ASCII id (80 random bits); intents use it as their idempotency token.
+
+    The random bits follow the creation time in milliseconds, so new ids sort
+    after older ones: a store's unique index on ids grows at its end instead of
+    being rewritten at random places, which halves the durable append rate.
+    """
+    return f"{prefix}-{_time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 
 
 # --- provider and leases ---------------------------------------------------
@@ -177,6 +182,13 @@ class GrantChanged(Model):
 
     There is no separate "grant requested" fact: the units request's
     ``request_planned`` fact is the grant's request and creates its record.
+
+    A return may give back part of a grant: ``grant_part_returned`` ends it
+    (back to ``granted``, holding fewer units), or ``grant_return_timed_out``
+    when it never completed (back to ``granted``, holding them all). On a
+    grant already ``granted``, ``grant_part_returned`` notes that the
+    provider lists fewer units than recorded (a timed-out part went back
+    after all).
     """
 
     kind: Literal[
@@ -184,12 +196,16 @@ class GrantChanged(Model):
         "grant_return_planned",
         "grant_returning",
         "grant_returned",
+        "grant_part_returned",
+        "grant_return_timed_out",
         "grant_failed",
         "grant_orphan_found",
     ]
     grant_id: str
     resource: str
     state: str
+    #: Units the change is about: granted or found held (``granted``, ``orphan_found``), on their
+    #: way back (``return_planned``, ``returning``), given back (``returned``, ``part_returned``).
     count: int = Field(default=0, ge=0)
     request_id: str = ""
     reason: str = ""

@@ -100,11 +100,21 @@ class GrantRecord:
     granted_at: float | None = None
     ended_at: float | None = None
     return_request_id: str = ""
+    #: Units its open return gives back (all of ``count``, or part of it); 0 when none is open.
+    returning: int = 0
+    #: (when, how many) of each part given back while the rest stayed granted: each period is
+    #: paid for at the count held then.
+    given_back: list[tuple[float, int]] = field(default_factory=list)
     reason: str = ""
 
     @property
     def state(self) -> str:
         return self.history.state or "requested"
+
+    @property
+    def partial_return(self) -> bool:
+        """True while its open return gives back only part of its units."""
+        return 0 < self.returning < self.count
 
 
 @dataclass
@@ -116,8 +126,27 @@ class ResourceRecord:
     total: int = 0
     in_use: int | None = None
     observed_at: float | None = None
-    #: Last time observed use reached into borrowed units (for idle reclaim).
-    borrowed_used_at: float | None = None
+    #: Observed use as a falling staircase of (from, peak): from each ``from`` on, the highest
+    #: use seen is ``peak``. Idle reclaim reads the peak of a recent window from it in one
+    #: lookup; it stays as short as the distinct peaks (never longer than the highest use).
+    peaks: list[tuple[float, int]] = field(default_factory=list)
+
+    def observe(self, at: float, in_use: int) -> None:
+        """Record use ``in_use`` seen at ``at`` (observations arrive in time order)."""
+        start = at
+        while self.peaks and self.peaks[-1][1] <= in_use:
+            start = self.peaks.pop()[0]
+        self.peaks.append((start, in_use))
+        self.in_use, self.observed_at = in_use, at
+
+    def peak_since(self, since: float) -> int | None:
+        """The highest use from ``since`` until now (the use in force at ``since`` included); None if never seen."""
+        peak = None
+        for start, level in self.peaks:
+            if start > since:
+                return level if peak is None else peak
+            peak = level
+        return peak
 
 
 @dataclass

@@ -184,17 +184,25 @@ GRANT = StateMachine(
             "orphaned": "never confirmed within request_timeout",
         },
         "granted": {
-            "return_planned": "unused past idle_time and min hold, or an operator returns it",
+            "return_planned": "all or part of it unused past idle_time and min hold, or an operator returns it",
         },
+        # A partial return gives back N of the grant's M units; the grant goes through
+        # return_planned and returning like a whole one (the facts carry N), then back to
+        # granted holding M - N. After a restart the same restart rules apply: the intent is
+        # repeated with its token and its N, a return in progress is polled.
         "return_planned": {
             "returning": "the return script answered with the provider's request id",
             "returned": "the provider says it is already back",
             "orphaned": "its return never completed within request_timeout",
+            "granted": "its partial return never completed within request_timeout: the part stays with "
+                       "the rest, which is in use or wanted (an orphan would leave the cluster total)",
         },
         "returning": {
             "returned": "status says the return is done",
             "return_planned": "the return failed: plan it again under a new token",
             "orphaned": "its return never completed within request_timeout",
+            "granted": "status says its partial return is done: the rest stays granted; or it never "
+                       "completed within request_timeout and all of it stays",
         },
         "failed": {
             "orphaned": "the provider holds it after all (found by the orphan search)",

@@ -304,6 +304,10 @@ class Projection:
         if p.event_seq is not None:
             self.host_event_seq[fact.provider] = max(self.host_event_seq.get(fact.provider, 0), p.event_seq)
         if p.state == rec.state:
+            # A failed return planned again: the record follows the new return request, or the
+            # owner would take the old failure for a fresh one and plan the return once more.
+            if p.state in ("return_planned", "returning") and p.request_id:
+                rec.return_request_id = p.request_id
             return
         before = rec.state
         rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
@@ -331,11 +335,20 @@ class Projection:
         rec = self.grants[p.grant_id]
         if p.state != rec.state:
             rec.history = rec.history.advance(GRANT, p.state, fact.time, p.reason)
-        if p.state == "granted" or (p.state == "orphaned" and p.count):
+        if p.kind == "grant_part_returned":
+            # The rest stays granted since the grant began; the part stops costing now.
+            given = min(p.count, rec.count)
+            rec.count -= given
+            rec.given_back.append((fact.time, given))
+        elif p.kind == "grant_granted" or (p.state == "orphaned" and p.count):
             rec.count = p.count
             rec.granted_at = fact.time
-        if p.state in ("return_planned", "returning") and p.request_id:
-            rec.return_request_id = p.request_id
+        if p.state in ("return_planned", "returning"):
+            rec.returning = p.count or rec.count
+            if p.request_id:
+                rec.return_request_id = p.request_id
+        else:
+            rec.returning = 0
         if p.state in GRANT.terminal:
             rec.ended_at = fact.time
             self.live_grants.pop(rec.id, None)
@@ -343,11 +356,7 @@ class Projection:
             rec.reason = p.reason
 
     def _usage(self, fact: Fact, p: UsageObserved) -> None:
-        rec = self.resource(p.resource)
-        rec.in_use = p.in_use
-        rec.observed_at = fact.time
-        if p.in_use > rec.base:
-            rec.borrowed_used_at = fact.time
+        self.resource(p.resource).observe(fact.time, p.in_use)
 
     def _total(self, fact: Fact, p: ResourceTotalChanged) -> None:
         rec = self.resource(p.resource)

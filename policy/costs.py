@@ -1,8 +1,10 @@
 """Costs so far: what held hosts and borrowed units have cost, from their times and prices.
 
 A host is paid for from its launch (else from when it was first seen) until
-it was returned or lost (else until now); a grant from when it was granted
-until it was returned. Providers billing per second are charged for the
+it was returned or lost (else until now); a grant's units from when it was
+granted until they were returned, each part given back by a partial return
+until then and the rest until the grant ends (so each period is paid at the
+count held in it). Providers billing per second are charged for the
 exact span; a provider with a billing unit (``billing_unit``, e.g. 3600 s)
 is charged for every unit started, in full, from the moment it starts.
 
@@ -46,7 +48,8 @@ def grant_cost(grant: GrantRecord, price_per_hour: float, now: float, billing_un
     if grant.granted_at is None:
         return 0.0
     end = grant.ended_at if grant.ended_at is not None else now
-    return grant.count * accrued(grant.granted_at, end, price_per_hour, billing_unit, since)
+    parts = [*grant.given_back, (end, grant.count)]
+    return sum(n * accrued(grant.granted_at, at, price_per_hour, billing_unit, since) for at, n in parts)
 
 
 @dataclass(frozen=True)

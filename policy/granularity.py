@@ -1,4 +1,4 @@
-"""Providers take requests in steps: a minimum amount, then multiples of a step."""
+"""Providers take requests and returns in steps: a minimum amount, then multiples of a step."""
 
 from __future__ import annotations
 
@@ -15,8 +15,15 @@ def size(need: int, room: int, min_request: int, step: int) -> int:
     amount = max(need, min_request)
     if step > 1 and (amount - min_request) % step:
         amount += step - (amount - min_request) % step
-    if amount > room:
-        if room < min_request:
-            return 0
-        amount = min_request + ((room - min_request) // step) * step
-    return amount
+    return amount if amount <= room else size_down(room, min_request, step)
+
+
+def size_down(limit: int, min_request: int, step: int) -> int:
+    """The largest granular amount (``min_request`` plus whole steps) not above ``limit``; 0 if none.
+
+    What may be given back when only ``limit`` units are spare: rounding a
+    return up would give back units that are in use or wanted.
+    """
+    if limit < min_request:
+        return 0
+    return min_request + ((limit - min_request) // step) * step

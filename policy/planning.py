@@ -51,7 +51,7 @@ def plan(
     if catalog is None or not catalog.fits(providers):
         catalog = Catalog(providers)
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
-    rooms = Rooms(providers, view, now, settings)
+    rooms: Rooms | None = None  # built on the first item with need: most rounds have none
     made: dict[tuple[str, str], Rejected] = {}
     for item in demand.items:
         need = item.count - flying.get(item.id, 0)
@@ -62,6 +62,8 @@ def plan(
         for offer in offers:
             if remaining <= 0:
                 break
+            if rooms is None:
+                rooms = Rooms(providers, view, now, settings)
             why = rooms.blocked(offer)
             if why is not None:
                 rejected.add(offer.provider, why)

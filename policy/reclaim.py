@@ -15,12 +15,15 @@ Hosts. An idle host is returned when all of these hold:
 A host held for longer than its provider's ``max_lifetime`` is returned as
 soon as it is idle, past its minimum hold, whatever the rest says.
 
-Units. A grant is returned when its resource has no demand, it has been held
-past ``idle_time`` and the minimum hold, nobody used borrowed units for
-``idle_time``, and giving it back does not take the resource's total below
-the observed use (grants are given back whole, in the amounts they were
-requested in, so returns keep the provider's granularity). Supply already on
-its way back is never ordered again.
+Units. While its resource has no demand, the units above the most that
+were in use at once within the last ``idle_time`` (base + borrowed counted
+against observed use) are spare and go back, from grants held past
+``idle_time`` and the minimum hold, oldest first: a grant whose units are all
+spare goes back whole; otherwise the largest granular amount of the spare
+units (``min_request`` plus whole ``step``s) goes back from it and the rest
+stays granted. Units in use are never returned; rounding goes down, never up.
+
+Supply already on its way back is never ordered again.
 """
 
 from __future__ import annotations
@@ -30,8 +33,16 @@ from collections.abc import Iterable, Mapping
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
 from messages.facts import Order
-from messages.records import DecisionRecord, InstanceRecord, ProviderRecord, ResourceRecord
+from messages.records import (
+    DecisionRecord,
+    GrantRecord,
+    InstanceRecord,
+    ProviderRecord,
+    ResourceRecord,
+)
 from messages.states import REQUEST
+from policy.costs import HOLDING
+from policy.granularity import size_down
 from policy.limits import HOUR, UNLIMITED, ProviderLimits
 from policy.matching import Selector
 from policy.supply import SupplyView
@@ -118,38 +129,73 @@ def _host_due(inst: InstanceRecord, rec: ProviderRecord, lim: ProviderLimits,
 
 
 def _grants_due(items: list, providers: Mapping[str, ProviderRecord], resources: Mapping[str, ResourceRecord],
-                view: SupplyView, now: float, idle_time: float, returning: set[str]) -> list[tuple[str, Order]]:
+                view: SupplyView, now: float, idle_time: float, ordered: Mapping[str, int]) -> list[tuple[str, Order]]:
     wanted = {i.resource for i in items if isinstance(i, UnitItem) and i.count > 0}
-    #: What each resource's total will be once the returns chosen so far are done.
-    totals = {name: res.total for name, res in resources.items()}
-    orders: list[tuple[str, Order]] = []
+    #: Per resource: borrowed units that stay once the returns under way are done.
+    staying: dict[str, int] = {}
+    #: Per resource: grants that may give units back now, oldest first.
+    due: dict[str, list[GrantRecord]] = {}
     for grant in sorted(view.grants.values(), key=lambda g: (g.granted_at or 0.0, g.id)):
-        if grant.state != "granted" or grant.id in returning or grant.resource in wanted:
+        if grant.state not in HOLDING:
+            continue
+        going = ordered.get(grant.id, 0) if grant.state == "granted" else grant.returning
+        staying[grant.resource] = staying.get(grant.resource, 0) + grant.count - going
+        if grant.state != "granted" or grant.id in ordered or grant.resource in wanted or grant.count <= 0:
             continue
         rec = providers.get(grant.provider)
         if rec is None or not rec.owner:
             continue
         min_hold = rec.description.min_hold_s if rec.description else 0.0
         held_since = grant.granted_at if grant.granted_at is not None else now
-        if now - held_since < max(idle_time, min_hold):
-            continue
-        res = resources.get(grant.resource)
-        if res is not None:
-            if res.borrowed_used_at is not None and now - res.borrowed_used_at < idle_time:
+        if now - held_since >= max(idle_time, min_hold):
+            due.setdefault(grant.resource, []).append(grant)
+    orders: list[tuple[str, Order]] = []
+    for resource, grants in sorted(due.items()):
+        res = resources.get(resource)
+        spare = (res.base if res else 0) + staying[resource] - _peak_use(res, now - idle_time)
+        for grant in grants:
+            if spare <= 0:
+                break
+            desc = providers[grant.provider].description
+            part = grant.count if grant.count <= spare else (
+                size_down(spare, desc.min_request, desc.step) if desc else spare)
+            if part <= 0:
                 continue
-            if res.in_use is not None and res.in_use > totals[grant.resource] - grant.count:
-                continue
-            totals[grant.resource] -= grant.count
-        orders.append((grant.provider, Order(action="return", supply="units", resource=grant.resource,
-                                             grants=[grant.id], count=grant.count,
-                                             reason=f"unused for {idle_time:.0f}s")))
+            spare -= part
+            what = "unused" if part == grant.count else f"{part} of {grant.count} unused"
+            orders.append((grant.provider, Order(action="return", supply="units", resource=resource,
+                                                 grants=[grant.id], count=part,
+                                                 reason=f"{what} for {idle_time:.0f}s")))
     return orders
 
 
-def _already_returning(view: SupplyView) -> tuple[dict[str, set[str]], set[str]]:
-    """Machines and grants named by return orders no owner has finished with yet."""
+def _peak_use(res: ResourceRecord | None, since: float) -> int:
+    """The most units of a resource in use at once since ``since``: what its total must not go below."""
+    if res is None:
+        return 0
+    return max(res.peak_since(since) or 0, res.in_use or 0)
+
+
+def portions(grants: Iterable[str], count: int, held: Mapping[str, int]) -> dict[str, int]:
+    """How many units each named grant gives back when a return of ``count`` names them, in order.
+
+    A return names one grant with part of its units, or whole grants whose
+    units add up to its count; the same reading serves the planner (what is
+    already on its way back) and the owner (what to ask the provider for).
+    """
+    out: dict[str, int] = {}
+    for grant_id in grants:
+        n = min(count, held.get(grant_id, 0))
+        if n > 0:
+            out[grant_id] = n
+            count -= n
+    return out
+
+
+def _already_returning(view: SupplyView) -> tuple[dict[str, set[str]], dict[str, int]]:
+    """Machines, and units per grant, named by return orders no owner has finished with yet."""
     machines: dict[str, set[str]] = {}
-    grants: set[str] = set()
+    grants: dict[str, int] = {}
     for order in view.orders.values():
         o = order.order
         if o.action != "return":
@@ -159,5 +205,6 @@ def _already_returning(view: SupplyView) -> tuple[dict[str, set[str]], set[str]]
         )
         if open_:
             machines.setdefault(order.provider, set()).update(o.machines)
-            grants.update(o.grants)
+            held = {g: view.grants[g].count for g in o.grants if g in view.grants}
+            grants.update(portions(o.grants, o.count, held))
     return machines, grants

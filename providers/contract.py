@@ -128,12 +128,20 @@ class _StatusIn(Model):
     requests: list[_RequestRef] = Field(min_length=1)
 
 
+class _GrantPart(Model):
+    """Part of a grant given back: the grant's token and how many of its units."""
+
+    token: str = Field(min_length=1)
+    count: int = Field(ge=1)
+
+
 class _ReturnIn(Model):
     token: str = Field(min_length=1)
     machines: list[_MachineRef] | None = None
     resource: str | None = Field(default=None, min_length=1)
     count: int | None = Field(default=None, ge=1)
-    grants: list[str] | None = None
+    #: Whole grants by token, or ``{token, count}`` for part of one.
+    grants: list[str | _GrantPart] | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> "_ReturnIn":

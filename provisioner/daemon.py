@@ -7,6 +7,11 @@ socket is bound before anything else starts so a taken port fails at once.
 
 The journal's commit hook feeds the audit log and the commit-time metric;
 script results pass the metrics on their way back to the provider actors.
+
+The latest snapshot is loaded once, before anything starts, and shared: the
+journal hands it to the actors that subscribe, the read model starts from
+it. The snapshotter writes new ones from the read model while the daemon
+runs, and a last one after the actors have stopped.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from messages.facts import Fact
 from messages.scripts import ScriptResult
 from persistence.controller import open_controller
 from persistence.port import Controller, Cursor
+from persistence.snapshot import SnapshotStore
 from providers.runner import ScriptRunner
 from provisioner.api import create_app
 from provisioner.apiserver import ApiServer
@@ -37,6 +43,7 @@ from provisioner.config import Config
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
 from provisioner.readmodel import ReadModel
+from provisioner.snapshotter import Snapshotter
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +71,9 @@ class Daemon:
         self.runner_factory = runner_factory
         self.on_commit = on_commit
         self.serve_api = serve_api
-        self.read_model = ReadModel(self.controller)
+        self.snapshots = SnapshotStore.for_controller(home, cfg.controller.url)
+        self.read_model = ReadModel(self.controller, self.snapshots)
+        self.snapshotter = Snapshotter(self.read_model, self.controller)
         self.metrics = Metrics(self.read_model, self.controller, cfg, clock)
         self.audit = AuditLog(home / "audit.log")
         self.api: ApiServer | None = None
@@ -87,7 +96,9 @@ class Daemon:
             demand=demand.seq if demand else 0,
             host_events=(events[-1].seq or 0) if events else 0,
         )
-        self.journal = JournalActor.start(c, on_commit=self._committed)
+        snapshot = self.snapshots.load(c)
+        self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
+                                          snapshot=snapshot)
         self.budget = BudgetActor.start(self.journal, self.cfg.budget, clock=self.clock, policy=self.cfg.policy,
                                         providers=self.cfg.providers)
         self.leases = LeaseActor.start(
@@ -100,8 +111,10 @@ class Daemon:
         self.tailer.start()
         self.ticker.start()
         if server is not None:
+            self.read_model.start_from(snapshot)
             self.read_model.refresh()
             self.api = server.start()
+        self.snapshotter.start()
         self.started = True
         log.info("daemon %s started: serves %s%s", self.cfg.instance.id, ", ".join(self.cfg.instance.serves) or "nothing",
                  " and may plan" if self.cfg.instance.planner else "")
@@ -178,6 +191,8 @@ class Daemon:
         for ref in (self.leases, self.budget, self.journal):
             if ref is not None and ref.is_alive():
                 ref.stop(block=True, timeout=15)
+        if self.started:
+            self.snapshotter.stop()
         self.controller.close()
         log.info("daemon %s stopped", self.cfg.instance.id)
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import time
 
-from messages.demand import DemandSnapshot, HostItem
+from messages.demand import DemandSnapshot, HostItem, UnitItem
 from policy.cooldown import cooldowns
-from tests.integration.conftest import HOSTS_SIM, make_config, sim_provider, wait_until
+from tests.integration.conftest import (
+    HOSTS_SIM,
+    UNITS_SIM,
+    make_config,
+    sim_call,
+    sim_provider,
+    wait_until,
+)
 
 
 def _template(tid, ncpus, **kw):
@@ -110,3 +117,44 @@ def test_idle_hosts_go_back_after_idle_time_and_never_before_min_hold(tmp_path, 
         assert planned - inst.history.since("idle") >= 1.0, "not before idle_time"
         assert planned - inst.launched_at >= 3.0, "not before the provider's minimum hold"
     assert all("idle for 1s" in o.order.reason for o in s.orders.values() if o.order.action == "return")
+
+
+def test_borrowed_units_above_use_go_back_in_steps_and_units_in_use_never(tmp_path, start_daemon):
+    sim = dict(UNITS_SIM, min_request=2, step=2)
+    provider = sim_provider(tmp_path, "units", sim)
+    cfg = make_config(tmp_path, [provider], policy={"idle_time": "1s"},
+                      resources=[{"name": "vcs", "elastic": True, "base": 0, "provider": "units"}])
+    d = start_daemon(cfg)
+    c = d.controller
+    folder = tmp_path / "units"
+    _described(d, 1)
+
+    def use(n):
+        sim_call(folder, "admin", None, "set-in-use", "vcs", str(n))
+        return d.wait_state(lambda s: s.resources["vcs"].in_use == n, f"{n} in use observed")
+
+    c.put_demand(DemandSnapshot(items=[UnitItem(id="d1", resource="vcs", count=5)]))
+    d.wait_state(lambda s: [g.count for g in s.grants.values() if g.state == "granted"] == [6],
+                 "5 wanted, 6 borrowed in steps of 2")
+    use(6)
+    c.put_demand(DemandSnapshot(items=[UnitItem(id="d1", resource="vcs", count=0)]))
+    time.sleep(2.5)  # past idle_time, with every unit in use
+    s = d.state()
+    assert not [o for o in s.orders.values() if o.order.action == "return"], "units in use are never returned"
+    dropped = use(1).resources["vcs"].observed_at
+    s = d.wait_state(lambda s: any(g.given_back for g in s.grants.values()), "the unused units returned")
+    [grant] = s.grants.values()
+    [(back_at, n)] = grant.given_back
+    assert (grant.state, grant.count, n) == ("granted", 2, 4), "4 go back, 2 stay for the 1 in use"
+    planned = grant.history.since("return_planned")
+    assert planned - dropped >= 1.0, "not before idle_time"
+    assert back_at > planned, "given back once the provider confirmed it"
+    [ret] = [r for r in s.requests.values() if r.action == "return"]
+    assert (ret.count, ret.grants, ret.state) == (4, [grant.id], "complete")
+    assert [o.order.reason for o in s.orders.values() if o.order.action == "return"] == ["4 of 6 unused for 1s"]
+    d.wait_state(lambda s: s.resources["vcs"].total == 2, "the cluster total down to the 2 kept")
+    assert sim_call(folder, "list", {})["grants"][0]["count"] == 2
+    time.sleep(1.5)  # one more idle_time: the 1 spare unit is less than a step, so it stays
+    s = d.state()
+    assert [g.count for g in s.grants.values()] == [2]
+    assert len([o for o in s.orders.values() if o.order.action == "return"]) == 1

@@ -40,3 +40,29 @@ def test_costs_per_provider_and_total_from_the_facts():
     assert out.cost_per_hour_now == pytest.approx(2.0 + 1.5)
     hourly = costs(provs, p.instances, p.grants, now, billing_units={"a": 3600})
     assert hourly.by_provider["a"].cost_so_far == pytest.approx(4.0), "m2's half hour is billed as a whole one"
+
+
+def test_a_partial_return_accrues_each_period_at_the_count_held_then():
+    p = Projection()
+    feed(p, "u", RequestPlanned(action="request", supply="units", resource="vcs", count=6), ids=["g1"], now=T0)
+    feed(p, "u", GrantChanged(kind="grant_granted", grant_id="g1", resource="vcs", state="granted", count=6), now=T0)
+    for kind, state in (("grant_return_planned", "return_planned"), ("grant_returning", "returning")):
+        feed(p, "u", GrantChanged(kind=kind, grant_id="g1", resource="vcs", state=state, count=4), now=T0 + 1800)
+    provs = {"u": units("u", price=1.0)}
+    during = costs(provs, p.instances, p.grants, T0 + 3600)
+    assert during.by_provider["u"].cost_so_far == pytest.approx(6.0), "units on their way back are still paid"
+    feed(p, "u", GrantChanged(kind="grant_part_returned", grant_id="g1", resource="vcs", state="granted", count=4),
+         now=T0 + 3600)
+    now = T0 + 7200
+    out = costs(provs, p.instances, p.grants, now)
+    # 6 units for the first hour, then 2 for the second.
+    assert out.by_provider["u"].cost_so_far == pytest.approx(6.0 + 2.0)
+    assert out.by_provider["u"].cost_per_hour_now == pytest.approx(2.0)
+    assert costs(provs, p.instances, p.grants, now, since=T0 + 3600).total == pytest.approx(2.0)
+    # Billed per started hour, each unit from the grant's start: the 4 given back at 1 h pay one hour,
+    # the one given back 30 s later two, the last one (held for 2 h 1 s) three.
+    feed(p, "u", GrantChanged(kind="grant_part_returned", grant_id="g1", resource="vcs", state="granted", count=1),
+         now=T0 + 3630)
+    hourly = costs(provs, p.instances, p.grants, now + 1, billing_units={"u": 3600})
+    assert p.grants["g1"].count == 1
+    assert hourly.by_provider["u"].cost_so_far == pytest.approx(4 * 1 + 1 * 2 + 1 * 3)

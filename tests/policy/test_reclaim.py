@@ -64,4 +64,5 @@ def test_several_grants_never_take_the_total_below_use_together():
     res = p.resource("vcs")
     res.base, res.borrowed, res.total, res.in_use = 10, 9, 19, 14
     out = reclaim(None, {"u": units("u")}, p.resources, view(p), now=T0 + 1000, idle_time=60)
-    assert [o.grants for _, o in out] == [["g1"]], "only one grant of 3 fits above the 14 in use"
+    assert [(o.grants, o.count) for _, o in out] == [(["g1"], 3), (["g2"], 2)], \
+        "the 5 above the 14 in use go back: the oldest grant whole, 2 of the next"

@@ -91,3 +91,16 @@ def test_usage_reports_the_source(tmp_path):
     assert sim.call("usage", {"resource": "xcelium"})["in_use"] == 0
     r = sim.run("usage", {"resource": "spice"})
     assert r.returncode == 65 and "spice" in r.stderr
+
+
+def test_a_partial_return_names_the_grant_by_token_and_a_repeat_returns_once(tmp_path):
+    sim = Sim(tmp_path, units_config())
+    a = _request(sim, "g-1", 6)
+    doc = {"token": "r-1", "resource": "vcs", "count": 4, "grants": [{"token": "g-1", "count": 4}]}
+    ret = sim.call("return", doc)["requestId"]
+    assert sim.call("return", doc)["requestId"] == ret, "the same token is the same return"
+    assert sim.status(ret)[0]["status"] == "complete"
+    assert _grants(sim) == {a: 2}, "4 went back once, 2 stay"
+    r = sim.run("return", {**doc, "count": 2, "grants": [{"token": "g-1", "count": 2}]})
+    assert r.returncode == 65 and "r-1" in r.stderr, "a token names one return"
+    assert _grants(sim) == {a: 2}

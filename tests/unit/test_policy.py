@@ -149,9 +149,12 @@ def test_units_in_use_are_never_returned():
     feed(p, "u", RequestPlanned(action="request", supply="units", resource="vcs", count=3), ids=["g1"])
     feed(p, "u", GrantChanged(kind="grant_granted", grant_id="g1", resource="vcs", state="granted", count=3), now=0)
     res = p.resource("vcs")
-    res.base, res.borrowed, res.total, res.in_use = 10, 3, 13, 12
+    res.base, res.borrowed, res.total, res.in_use = 10, 3, 13, 13
     providers = {"u": units("u")}
     assert reclaim(None, providers, p.resources, view(p), now=1000, idle_time=60) == []
+    res.in_use = 12
+    out = reclaim(None, providers, p.resources, view(p), now=1000, idle_time=60)
+    assert [(o.grants, o.count) for _, o in out] == [(["g1"], 1)], "only the unit above use goes back"
     res.in_use = 10
     out = reclaim(None, providers, p.resources, view(p), now=1000, idle_time=60)
     assert [(o.grants, o.count) for _, o in out] == [(["g1"], 3)]

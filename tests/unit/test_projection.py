@@ -81,3 +81,19 @@ def test_indexes_follow_what_is_still_in_motion():
     p.apply(make_fact(InstanceChanged(kind="instance_lost", machine_id="m", state="lost"), provider="a",
                       now=9).model_copy(update={"seq": 9}))
     assert p.open()[2] == [] and [i.key for i in p.instances_in("lost")] == ["a/m"]
+
+
+def test_a_return_planned_again_points_the_host_at_the_new_return_request():
+    """Else the owner sees the old request's failure as fresh and plans the return on every reconcile."""
+    p = Projection()
+    p.apply_all(_facts())
+    steps = [
+        InstanceSeen(machine_id="m", name="n", request_id="f1", state="running"),
+        InstanceChanged(kind="instance_idle", machine_id="m", state="idle"),
+        InstanceChanged(kind="instance_return_planned", machine_id="m", state="return_planned", request_id="r1"),
+        InstanceChanged(kind="instance_return_planned", machine_id="m", state="return_planned", request_id="r2"),
+    ]
+    p.apply_all([make_fact(s, provider="a", now=10.0 + i).model_copy(update={"seq": 3 + i})
+                 for i, s in enumerate(steps)])
+    inst = p.instances["a/m"]
+    assert inst.state == "return_planned" and inst.return_request_id == "r2"

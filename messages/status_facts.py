@@ -1,0 +1,95 @@
+"""The facts a status answer adds, as every owner writes them.
+
+The live owner (``actors/provider.py``) reads them from the status script's
+output; the simulated one (``sim/owner.py``) from its simulated provider.
+Both hand the answer for one request here, so a poll moves the same records
+the same way in the daemon and in the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, Payload, RequestChanged
+from messages.grant_returns import given_back
+from messages.records import GrantRecord, InstanceRecord, RequestRecord
+from messages.states import INSTANCE, REQUEST
+
+#: A machine's result in a status answer, as an instance state.
+RESULT_STATE = {"executing": "provisioning", "succeed": "running", "fail": "failed"}
+
+
+def status_facts(provider: str, instances: Mapping[str, InstanceRecord], grants: Mapping[str, GrantRecord],
+                 req: RequestRecord, status: str, message: str, machines: Sequence[Any],
+                 granted: int | None) -> list[Payload]:
+    """What one request's status says: its machines or grant, then the request itself.
+
+    ``machines`` carry ``machine_id``, ``name``, ``template``, ``result`` and
+    ``launched_at`` (and may carry ``private_ip`` and ``message``).
+    """
+    out: list[Payload] = []
+    if req.action == "request" and req.supply == "hosts":
+        out += _machines(provider, instances, req, machines)
+    elif req.action == "return" and req.supply == "hosts":
+        out += _returned_machines(provider, instances, req, status, message, machines)
+    elif req.action == "request" and status != "running":
+        g = grants.get(req.id)
+        if g is not None and g.state == "requested":
+            if granted:
+                out.append(GrantChanged(kind="grant_granted", grant_id=g.id, resource=g.resource,
+                                        state="granted", count=granted, request_id=req.id))
+            else:
+                out.append(GrantChanged(kind="grant_failed", grant_id=g.id, resource=g.resource,
+                                        state="failed", request_id=req.id, reason=message))
+    elif req.action == "return" and status == "complete":
+        out += [given_back(grants[g], req.id) for g in req.grants if g in grants and grants[g].state == "returning"]
+    elif req.action == "return" and status == "complete_with_error":
+        # As for hosts: what did not go back is planned again (under a new token); a grant that
+        # did go back after all is found so by its next return or by ``list``.
+        out += [GrantChanged(kind="grant_return_planned", grant_id=g, resource=gr.resource, state="return_planned",
+                             count=gr.returning, request_id=req.id, reason=message or "return failed")
+                for g in req.grants if (gr := grants.get(g)) is not None and gr.state == "returning"]
+    if req.state in REQUEST.terminal:
+        return out
+    if status == "running" and req.state == "submitted":
+        out.append(RequestChanged(kind="request_status", request_id=req.id, state="running", reason=message))
+    elif status in ("complete", "complete_with_error"):
+        out.append(RequestChanged(kind="request_completed", request_id=req.id, state=status, reason=message))
+    return out
+
+
+def _machines(provider: str, instances: Mapping[str, InstanceRecord], req: RequestRecord,
+              machines: Sequence[Any]) -> list[Payload]:
+    out: list[Payload] = []
+    for m in machines:
+        state = RESULT_STATE[m.result]
+        inst = instances.get(f"{provider}/{m.machine_id}")
+        if inst is None:
+            out.append(InstanceSeen(machine_id=m.machine_id, name=m.name or m.machine_id, request_id=req.id,
+                                    template=m.template or req.template, state=state, launched_at=m.launched_at,
+                                    private_ip=getattr(m, "private_ip", None)))
+        elif inst.state != state and INSTANCE.allowed(inst.state, state) and inst.state in (
+                "requested", "provisioning"):
+            out.append(InstanceChanged(kind=f"instance_{state}", machine_id=m.machine_id, state=state,
+                                       request_id=req.id, reason=getattr(m, "message", "")))
+    return out
+
+
+def _returned_machines(provider: str, instances: Mapping[str, InstanceRecord], req: RequestRecord, status: str,
+                       message: str, machines: Sequence[Any]) -> list[Payload]:
+    out: list[Payload] = []
+    results = {m.machine_id: m for m in machines}
+    for machine_id in req.machines:
+        inst = instances.get(f"{provider}/{machine_id}")
+        if inst is None or inst.state != "returning":
+            continue
+        m = results.get(machine_id)
+        if (m is not None and m.result == "succeed") or (m is None and status == "complete"):
+            out.append(InstanceChanged(kind="instance_returned", machine_id=machine_id, state="returned",
+                                       request_id=req.id))
+        elif (m is not None and m.result == "fail") or status == "complete_with_error":
+            out.append(InstanceChanged(kind="instance_return_planned", machine_id=machine_id, state="return_planned",
+                                       request_id=req.id,
+                                       reason=(getattr(m, "message", "") if m else message) or "return failed"))
+    return out

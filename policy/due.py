@@ -1,0 +1,158 @@
+"""When the passing of time alone could change what a planning round orders or returns.
+
+The live planner plans on every demand change and every ``plan_every``;
+most of those rounds order nothing new. The simulator plans only when a
+fact changed something or when one of these moments is reached, so a month
+of quiet costs nothing. Each moment is the edge of a time condition in
+``policy/`` at which the orders or returns of a round could change:
+
+- supply stops counting as in flight for an item (an untaken order or an
+  unknown outcome times out, a joined host or granted grant leaves
+  ``join_grace``), but only once more of it has stopped than the item's
+  surplus of supply over its need;
+- a cooldown ends, a rate window slides, a spend period starts, while an
+  item has need that could not be placed;
+- an idle host or unused grant comes due for reclaim (idle time, minimum
+  hold, the end of a wanting spell, a billing-unit return window, a peak of
+  license use leaving the idle window).
+
+Decisions that order nothing may therefore be recorded at other moments
+than a live planner would; what is ordered and returned is the same.
+Conditions that hold *up to and including* a moment (``age <= timeout``)
+change just after it: ``AFTER`` is added so the round that sees the change
+is the first one past it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from messages.demand import DemandSnapshot, HostItem, UnitItem
+from messages.facts import Decision
+from messages.records import InstanceRecord
+from policy.cooldown import cooldowns
+from policy.costs import HOLDING
+from policy.limits import HOUR
+from policy.matching import Selector
+from policy.reclaim import wanted_until
+from policy.rounds import PlanState
+from policy.settings import PlanSettings
+from policy.supply import SERVING, pending
+
+#: A moment just after an inclusive deadline.
+AFTER = 1e-3
+
+
+def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, settings: PlanSettings,
+                idle_time: float, decisions: Sequence[Decision]) -> float | None:
+    """The earliest moment after ``now`` at which a round could order or return otherwise with no new fact.
+
+    ``decisions`` are the round's just made at ``now`` (they say what each item still needs).
+    """
+    found = math.inf
+
+    def at(t: float) -> None:
+        nonlocal found
+        if now < t < found:
+            found = t
+
+    counts = {i.id: i.count for i in demand.items} if demand else {}
+    #: per item: how much more supply is in flight than it needs, after this round's orders
+    surplus = {d.item: d.in_flight + sum(c.count for c in d.chosen) - counts.get(d.item, 0) for d in decisions}
+    short = any(v < 0 for v in surplus.values())
+    leaving: dict[str, list[tuple[float, int]]] = {}
+
+    def leaves(item: str, t: float, n: int) -> None:
+        if item in surplus and t > now:
+            leaving.setdefault(item, []).append((t, n))
+
+    timeout = settings.order_timeout
+    for order in state.orders.values():
+        if pending(order, now, timeout):
+            leaves(order.order.item_id, order.at + timeout + AFTER, order.order.count)
+        lim = settings.providers.get(order.provider)
+        if short and lim is not None and lim.rate_count is not None and order.order.action == "request":
+            at(order.at + lim.rate_per)
+    for req in state.requests.values():
+        if req.state == "failed" and req.outcome == "timeout":
+            leaves(req.item_id, req.created_at + timeout + AFTER, req.count)
+    if short:
+        for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max).values():
+            at(c.until)
+    items = [i for i in (demand.items if demand else []) if isinstance(i, HostItem)]
+    recent = wanted_until(state.decisions, now) if items else {}
+    wanting = [(Selector(i), i) for i in items]
+    for inst in state.instances.values():
+        if inst.state in SERVING and inst.joined_at is not None:
+            leaves(inst.item_id, inst.joined_at + settings.join_grace, 1)
+        if inst.state == "idle":
+            at(_reclaim_due(inst, state, now, settings, idle_time, wanting, recent))
+    # Borrowed units go back only while nobody wants their resource, and only what recent use leaves
+    # spare (at most base + borrowed - the peak of use): until then, only demand and use matter.
+    wanted = {i.resource for i in (demand.items if demand else []) if isinstance(i, UnitItem) and i.count > 0}
+    borrowed: dict[str, int] = {}
+    for g in state.grants.values():
+        if g.state in HOLDING:
+            borrowed[g.resource] = borrowed.get(g.resource, 0) + g.count
+    lent: set[str] = set()
+    for g in state.grants.values():
+        if g.state == "granted" and g.granted_at is not None:
+            leaves(g.item_id, g.granted_at + settings.join_grace, g.count)
+            if g.resource in wanted:
+                continue
+            lent.add(g.resource)
+            if _spare(state, g.resource, borrowed[g.resource], now - idle_time) > 0:
+                rec = state.providers.get(g.provider)
+                hold = rec.description.min_hold_s if rec is not None and rec.description is not None else 0.0
+                at(g.granted_at + max(idle_time, hold))
+    for item, moments in leaving.items():
+        gone = 0
+        for t, n in sorted(moments):
+            gone += n
+            if gone > surplus[item]:
+                at(t)
+                break
+    for name in lent:
+        res = state.resources.get(name)
+        for start, _ in res.peaks if res is not None else ():
+            at(start + idle_time)
+    if short and settings.budget.max_spend is not None:
+        # Spend accrues every moment, so the room under the cap shrinks while supply is held.
+        at(now + AFTER)
+    return None if found == math.inf else found
+
+
+def _spare(state: PlanState, resource: str, borrowed: int, since: float) -> int:
+    """At most how many borrowed units of a resource nobody used since ``since``."""
+    res = state.resources.get(resource)
+    if res is None:
+        return borrowed
+    return res.base + borrowed - max(res.peak_since(since) or 0, res.in_use or 0)
+
+
+def _reclaim_due(inst: InstanceRecord, state: PlanState, now: float, settings: PlanSettings, idle_time: float,
+                 wanting: list[tuple[Selector, HostItem]], recent: dict[str, float]) -> float:
+    """When an idle host could first be ordered back, if nothing else changes (inf: not before new demand)."""
+    rec = state.providers.get(inst.provider)
+    desc = rec.description if rec is not None else None
+    lim = settings.limits(inst.provider)
+    held_since = inst.launched_at if inst.launched_at is not None else inst.seen_at
+    idle_since = inst.history.since("idle")
+    hold = held_since + (desc.min_hold_s if desc else 0.0)
+    due = max(hold, (idle_since if idle_since is not None else now) + idle_time)
+    template = desc.template(inst.template) if desc and inst.template else None
+    if template is not None:
+        for selector, item in wanting:
+            if selector.matches(template, desc.zone):  # type: ignore[union-attr]
+                if item.count > 0:
+                    due = math.inf  # wanted now: only a new demand changes that
+                elif item.id in recent:
+                    due = max(due, recent[item.id] + idle_time)
+    if lim.return_window is not None and due < math.inf:
+        unit = lim.billing_unit or HOUR
+        opens = held_since + math.floor((due - held_since) / unit) * unit + unit - lim.return_window
+        due = max(due, opens)
+    if lim.max_lifetime is not None:
+        due = min(due, max(hold, held_since + lim.max_lifetime))
+    return due
