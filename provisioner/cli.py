@@ -301,6 +301,60 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    """Replay a demand trace against simulated providers under one or more policy variants."""
+    from sim.config import load_sim_config
+    from sim.report import simulate, table, variants, write_outputs
+    from sim.trace import read_trace
+
+    _, raw = load_sim_config(Path(args.sim_config))
+    trace = read_trace(Path(args.trace))
+    chosen = variants(args.policy_set, args.compare)
+    results = simulate(raw, trace, chosen, "--policy-set/--compare")
+    out = Path(args.out)
+    written = write_outputs(out, results, trace, args.sim_config, plots=not args.no_plots)
+    print(f"{trace.file}: {len(trace.steps)} steps over {trace.span / 3600:.1f} h, {len(results)} variant(s)")
+    print(table(results))
+    print(f"wrote {', '.join(str(p.relative_to(out)) for p in written)} in {out}")
+    return 0
+
+
+def cmd_trace_generate(args: argparse.Namespace) -> int:
+    """Write a synthetic demand trace (daily cycle, bursts, seeded)."""
+    from sim.synth import Shape, generate, parse_load
+    from sim.trace import DEFAULT_START, write_trace
+    from provisioner.config import parse_duration
+
+    loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units]
+    if not loads:
+        raise CliError("trace generate: give at least one --hosts or --units item")
+    start = DEFAULT_START
+    if args.start:
+        from sim.trace import Header
+
+        start = Header.model_validate({"start": args.start}).start
+    shape = Shape(days=args.days, step=parse_duration(args.step), weekend=args.weekend, noise=args.noise,
+                  bursts_per_day=args.bursts_per_day, burst_size=args.burst_size,
+                  failovers=tuple(_pair(f, int, "--failover PROVIDER:COUNT") for f in args.failover),
+                  lost=tuple(_pair(x, float, "--lost PROVIDER:PER_DAY") for x in args.lost))
+    if shape.step <= 0 or shape.days <= 0:
+        raise CliError("trace generate: --days and --step must be more than 0")
+    note = f"provisioner trace generate --seed {args.seed}"
+    n = write_trace(Path(args.out), generate(loads, shape, start, args.seed), start, note)
+    print(f"{args.out}: {n} steps over {args.days:g} days")
+    return 0
+
+
+def _pair(spec: str, kind: type, form: str) -> tuple[str, Any]:
+    name, sep, value = spec.partition(":")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, kind(value)
+    except ValueError:
+        raise CliError(f"{spec!r}: expected {form}") from None
+
+
 # --- output ---------------------------------------------------------------------------
 
 
@@ -418,6 +472,36 @@ def parser() -> argparse.ArgumentParser:
     p = why(orphan.add_parser("return", help="give back an orphaned host or grant"))
     p.add_argument("id", help="its id in the orphans list")
     p.set_defaults(fn=cmd_return_orphan)
+    p = sub.add_parser("sim", help="evaluate policy offline: replay a demand trace against simulated providers")
+    p.add_argument("--config", dest="sim_config", required=True, help="simulator config (see examples/sim.yaml)")
+    p.add_argument("--trace", required=True, help="demand trace, JSON lines (see docs/offline-evaluation.md)")
+    p.add_argument("--policy-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="change a setting for every run, e.g. idle_time=5m or budget.max_hosts=50")
+    p.add_argument("--compare", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+                   help="run a variant side by side with the base run")
+    p.add_argument("--out", required=True, help="folder for report.json, series.csv and the plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.set_defaults(fn=cmd_sim)
+    trace = sub.add_parser("trace", help="demand traces").add_subparsers(dest="trace", required=True)
+    p = trace.add_parser("generate", help="write a synthetic trace: daily cycle, weekends, bursts, seeded")
+    p.add_argument("--out", required=True, help="trace file to write")
+    p.add_argument("--hosts", action="append", default=[], metavar="ID:PEAK[:BASE[:SELECT]]",
+                   help="a host item, e.g. batch:40:4:ncpus>=16;type=X86_64")
+    p.add_argument("--units", action="append", default=[], metavar="ID:RESOURCE:PEAK[:BASE]",
+                   help="a license item, e.g. lic:vcs:30:5 (counts include the owned base)")
+    p.add_argument("--days", type=float, default=7.0)
+    p.add_argument("--step", default="1m", help="time between samples of the want (default 1m)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--start", help="start time, e.g. 2024-05-06T00:00:00Z (default 2024-01-01)")
+    p.add_argument("--weekend", type=float, default=0.3, help="share of the daily swing on weekends")
+    p.add_argument("--noise", type=float, default=0.05, help="relative noise on every sample")
+    p.add_argument("--bursts-per-day", type=float, default=2.0)
+    p.add_argument("--burst-size", type=float, default=0.5, help="a burst's size as a share of the item's peak")
+    p.add_argument("--failover", action="append", default=[], metavar="PROVIDER:COUNT",
+                   help="fail the provider's owner over COUNT times, evenly spread")
+    p.add_argument("--lost", action="append", default=[], metavar="PROVIDER:PER_DAY",
+                   help="the provider takes hosts back at random, PER_DAY on average")
+    p.set_defaults(fn=cmd_trace_generate)
     audit = out(sub.add_parser("audit", help="show the audit log, or check its hash chain"))
     audit.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are written")
     audit.add_argument("--limit", type=int, default=50, help="how many of the last lines (default 50)")

@@ -196,8 +196,8 @@ def _strip(tp: Any) -> Any:
         return tp
 
 
-def _type_at(elems: Elems) -> Any:
-    tp: Any = Config
+def _type_at(elems: Elems, root: Any = Config) -> Any:
+    tp: Any = root
     for e in elems:
         tp = _strip(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
@@ -328,8 +328,8 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
     return "known: " + ", ".join(choices) if choices else ""
 
 
-def _unknown_field(elems: Elems) -> str:
-    model = _type_at(elems[:-1])
+def _unknown_field(elems: Elems, root: Any = Config) -> str:
+    model = _type_at(elems[:-1], root)
     fields = list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
     hint = _did_you_mean(str(elems[-1]), fields)
     return f"unknown field ({hint})" if hint else "unknown field"
@@ -364,7 +364,7 @@ def _locate(loc: tuple[Any, ...], data: Any, missing: bool) -> tuple[Elems, bool
     return tuple(elems), branch, key_error
 
 
-def _describe_error(err: Mapping[str, Any], data: Any, hidden: set[Elems]) -> _Error:
+def _describe_error(err: Mapping[str, Any], data: Any, hidden: set[Elems], root: Any = Config) -> _Error:
     kind = err["type"]
     elems, branch, key_error = _locate(err["loc"], data, kind == "missing")
     value = err.get("input")
@@ -380,9 +380,9 @@ def _describe_error(err: Mapping[str, Any], data: Any, hidden: set[Elems]) -> _E
     elif kind == "missing":
         message = "missing required field"
     elif kind in ("extra_forbidden", "invalid_key"):
-        message = _unknown_field(elems)
+        message = _unknown_field(elems, root)
     elif kind == "literal_error":
-        tp = _type_at(elems)
+        tp = _type_at(elems, root)
         options = ", ".join(repr(a) for a in get_args(tp)) if get_origin(tp) is Literal else ctx.get("expected")
         message = f"expected one of {options}, got {got}"
         if isinstance(value, bool):
@@ -416,9 +416,10 @@ def _below(inner: Elems, outer: Elems) -> bool:
 
 
 def _validation_issues(
-    exc: ValidationError, data: Any, where: _Where, skip: set[Elems], hidden: set[Elems]
+    exc: ValidationError, data: Any, where: _Where, skip: set[Elems], hidden: set[Elems], root: Any = Config
 ) -> list[ConfigIssue]:
-    errors = [_describe_error(e, data, hidden) for e in exc.errors(include_url=False)]
+    """Pydantic's errors as issues at their lines; ``root`` is the model the file is loaded as."""
+    errors = [_describe_error(e, data, hidden, root) for e in exc.errors(include_url=False)]
     errors = [e for e in errors if e.elems not in skip]
     # A union (``float | dict[str, float]``) fails once per branch; when one branch got
     # deeper into the value, that branch is the one the operator meant.

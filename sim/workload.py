@@ -3,6 +3,8 @@
 It plays the part the real scheduler plays in production: it says what is
 needed, reports hosts as they join, keeps them busy for a while, then lets
 them go idle so reclaim can return them. One thread, bounded by ``stop()``.
+Its arithmetic (hosts kept busy, unmet need, license use) is the
+simulator's scheduler model, ``sim.scheduler``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Callable
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
 from persistence.port import Controller
+from sim.scheduler import license_use, use
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +74,16 @@ class DemoWorkload:
                 self.controller.post_host_event(inst.name, "joined", now)
                 self.controller.post_host_event(inst.name, "busy", now)
         # Work beyond what is wanted finishes after a while: those hosts go idle.
-        for inst in busy[want_hosts:]:
+        for inst in use(want_hosts, busy)[1]:
             if now - self.joined.get(inst.name, now) > BUSY_FOR:
                 self.controller.post_host_event(inst.name, "idle", now)
         vcs = p.resources.get("vcs")
         # The license server sees the work use what it holds, up to what the work needs.
-        use = min(want_units + (vcs.base if vcs else 0), vcs.total if vcs else 0)
-        if self.set_license_use is not None and use != self.license_use:
-            self.set_license_use(use)
-            self.license_use = use
-        need = (max(0, want_hosts - len(serving)), max(0, want_units - (vcs.borrowed if vcs else 0)))
+        in_use, unit_need = license_use(want_units + (vcs.base if vcs else 0), vcs.total if vcs else 0)
+        if self.set_license_use is not None and in_use != self.license_use:
+            self.set_license_use(in_use)
+            self.license_use = in_use
+        need = (use(want_hosts, serving)[2], unit_need)
         if need != self.pushed:
             self.pushed = need
             snap = self.controller.put_demand(DemandSnapshot(items=[

@@ -1,0 +1,403 @@
+"""The discrete-event simulator: the real policy and state machines on a virtual clock.
+
+Everything is an event on one heap, in time order: trace steps, script
+answers, status polls, hosts joining, planning rounds. There are no
+threads and no sleeping; a month runs in seconds.
+
+What is real: every change is a fact made by ``messages.facts.make_fact``
+and applied to a ``persistence.projection.Projection``, so every transition
+passes the state machines of ``messages/states.py``; each planning round is
+``policy.rounds`` (propose, review, outcome), the very code the live
+planner and budget actors run; costs are ``policy.costs``. What is
+simulated: the providers (``sim.cloud``), their owners' script calls
+(``sim.owner``) and the scheduler (``sim.scheduler``).
+
+Rounds happen when the live planner's would find something new: at once on
+a demand change, and at its next ``plan_every`` after any other fact that
+could sway it or when a time condition comes due (``policy.due``).
+``every_tick=True`` plans at every ``plan_every`` instead, as the live
+planner does; tests use it to check the shortcut decides the same.
+
+Times are kept on a 1/1024 s grid so that sums of durations compare exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from messages.demand import DemandSnapshot, HostItem, UnitItem
+from messages.facts import (
+    Decision,
+    Fact,
+    GrantChanged,
+    InstanceChanged,
+    InstanceSeen,
+    LeaseChanged,
+    Order,
+    Payload,
+    ProviderDescribed,
+    RequestChanged,
+    ResourceTotalChanged,
+    UsageObserved,
+    make_fact,
+)
+from persistence.projection import Projection
+from policy.catalog import Catalog
+from policy.due import next_change
+from policy.matching import Selector
+from policy.rounds import catalog_for, outcome, propose, review_orders, with_cuts
+from policy.supply import ARRIVING
+from sim.cloud import Cloud
+from sim.config import SimConfig
+from sim.metrics import Metrics
+from sim.owner import Owner
+from sim.scheduler import Host, Scheduler
+from sim.trace import Step, Trace
+from sim.view import Recent
+
+QUANTUM = 1.0 / 1024
+#: Facts that never change what a round orders or returns: the planner's own, and steps that keep
+#: supply in flight as it was (an order taken up, a call answered, a machine coming up or joining,
+#: a host at work).
+QUIET = frozenset({"order", "decision", "budget_event", "request_planned", "request_submitted",
+                   "instance_provisioning", "instance_running", "instance_joined", "instance_busy",
+                   "instance_returning", "instance_return_planned", "grant_return_planned", "grant_returning"})
+#: Sim time between trims of the rounds' view.
+RETIRE_EVERY = 600.0
+
+
+def q(t: float) -> float:
+    return round(t * 1024) / 1024
+
+
+class Engine:
+    def __init__(self, cfg: SimConfig, trace: Trace, *, every_tick: bool = False, trim: bool = True) -> None:
+        self.cfg = cfg
+        self.trace = trace
+        self.every_tick = every_tick
+        self.quantum = QUANTUM
+        self.start = q(trace.start)
+        self.end = q(trace.start + trace.span)
+        self.now = self.start
+        self.p = Projection()
+        self.settings = cfg.policy.settings(cfg.budget, [sp.as_config() for sp in cfg.providers])
+        self.view: Any = Recent(self.p, self.settings) if trim else self.p
+        self.plan_every = max(QUANTUM, q(cfg.policy.plan_every))
+        self._heap: list[tuple[float, int, int, Callable[..., None], tuple]] = []
+        self._seq = itertools.count()
+        self._ids = itertools.count(1)
+        self.facts = 0
+        self.rounds = 0
+        self.last_plan = -math.inf
+        self.timer_at: float | None = None
+        self.demand: DemandSnapshot | None = None
+        self.catalog: Catalog | None = None
+        self.clouds = {sp.name: Cloud(sp, cfg.seed) for sp in cfg.providers}
+        self.owners = {name: Owner(self, cloud, cfg.policy, cfg.resources) for name, cloud in self.clouds.items()}
+        self.scheduler = Scheduler(self._fits)
+        hold = {sp.name: max(sp.description.min_hold_s, sp.policy.billing_unit) or cfg.policy.idle_time
+                for sp in cfg.providers}
+        self.metrics = Metrics(self.p, self.settings.billing_units, hold)
+        self.join_rng = random.Random(f"{cfg.seed}:scheduler")
+        self.host_unmet: dict[str, int] = {}
+        self.demand_round = False
+        self.published = -math.inf
+        self.publish_due = False
+        #: Moments at which to look whether a round is due (see ``_sways``).
+        self.checks: set[float] = set()
+        #: The last round's decisions, and whether any item had need it could not place.
+        self.decided: list[Decision] = []
+        self.short = False
+
+    # --- the clock --------------------------------------------------------------------------------
+
+    def at(self, t: float, fn: Callable[..., None], *args: Any, prio: int = 0) -> None:
+        heapq.heappush(self._heap, (q(max(t, self.now)), prio, next(self._seq), fn, args))
+
+    def grid(self, t: float, every: float) -> float:
+        """The first multiple of ``every`` (from the run's start) at or after ``t``."""
+        k = math.ceil((t - self.start) / every - 1e-9)
+        return q(self.start + max(0, k) * every)
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}-{next(self._ids):08d}"
+
+    def run(self) -> dict[str, Any]:
+        for sp in self.cfg.providers:
+            self.write(sp.name, [ProviderDescribed(description=sp.description)])
+            self.owners[sp.name].acquire()
+            self.owners[sp.name].totals()
+        for step in self.trace.steps:
+            self.at(self.start + step.at, self._step, step)
+        t = self.start
+        while t <= self.end:
+            self.at(t, self._sample)
+            t += self.cfg.series_every
+        if isinstance(self.view, Recent):
+            self.at(self.start + RETIRE_EVERY, self._retire)
+        while self._heap and self._heap[0][0] <= self.end:
+            t, _, _, fn, args = heapq.heappop(self._heap)
+            self.now = t
+            fn(*args)
+        self.now = self.end
+        if not self.metrics.samples or self.metrics.samples[-1].at < self.end:
+            self._sample()
+        return self.metrics.report(self.end, sum(o.failovers for o in self.owners.values()), self.rounds, self.facts)
+
+    def _retire(self) -> None:
+        self.view.retire(self.now)
+        self.at(self.now + RETIRE_EVERY, self._retire)
+
+    def _sample(self) -> None:
+        wanted = {"hosts": 0, "units": 0}
+        for item in self.scheduler.wanted.values():
+            wanted[item.kind] += item.count
+        self.metrics.sample(self.now, wanted)
+
+    # --- facts ------------------------------------------------------------------------------------
+
+    def write(self, provider: str, payloads: Sequence[Payload], ids: Sequence[str | None] | None = None,
+              lease: tuple[str, int] = ("", 0)) -> None:
+        self.write_each([(provider, payload) for payload in payloads], ids, lease)
+
+    def write_each(self, placed: Sequence[tuple[str, Payload]], ids: Sequence[str | None] | None = None,
+                   lease: tuple[str, int] = ("", 0)) -> None:
+        for i, (provider, payload) in enumerate(placed):
+            fact_id = (ids[i] if ids else None) or self.new_id(payload.kind.split("_")[0])
+            fact = make_fact(payload, provider=provider, lease=lease[0], fence=lease[1], fact_id=fact_id,
+                             now=self.now)
+            self.facts += 1
+            fact = fact.model_copy(update={"seq": self.facts})  # as the store assigns it
+            if not self.p.apply(fact):
+                raise RuntimeError(f"fact refused by the projection: {fact.kind} {fact.id}: "
+                                   f"{self.p.anomalies[-1] if self.p.anomalies else ''}")
+            if isinstance(self.view, Recent):
+                self.view.add(fact)
+            self.metrics.fact(fact)
+            self._react(fact)
+
+    def _react(self, fact: Fact) -> None:
+        p = fact.payload
+        sways = self._sways(fact)
+        if sways == "plan":
+            self._dirty()
+        elif sways == "retime" and not self.every_tick and self.last_plan > -math.inf:
+            at = q(self.now + self.cfg.policy.idle_time)
+            if at not in self.checks:
+                self.checks.add(at)
+                self.at(at, self._check, at, prio=1)
+        if isinstance(p, Order):
+            self.at(self.now, self.owners[fact.provider].take, fact.id)
+        elif isinstance(p, (InstanceSeen, InstanceChanged)):
+            key = f"{fact.provider}/{p.machine_id}"
+            if p.state == "running":
+                self.at(self.now + self.cfg.scheduler.join_delay.draw(self.join_rng), self._join, key)
+            elif p.state in ("lost", "returned", "orphaned", "failed", "return_planned"):
+                self.scheduler_leaves(key)
+        elif isinstance(p, ResourceTotalChanged):
+            self.at(self.now, self._licenses)
+        elif isinstance(p, LeaseChanged):
+            self._dirty()
+
+    def _sways(self, fact: Fact) -> str | None:
+        """What a fact calls for: "plan" (it could change what the next round orders or returns),
+        "retime" (it can do so only ``idle_time`` from now: then the next moment is worked out anew), or None."""
+        p = fact.payload
+        if fact.kind in QUIET or (isinstance(p, InstanceSeen) and p.state in ARRIVING):
+            return None
+        if isinstance(p, RequestChanged):
+            # A request that ends short of its count stops counting its missing machines as in flight.
+            ends_short = p.state in ("failed", "timed_out") or (
+                p.state == "complete_with_error" and self.p.requests[p.request_id].action == "request")
+            return "plan" if ends_short else None
+        if isinstance(p, UsageObserved):
+            # More use only keeps borrowed units longer; less use frees them only once the peak
+            # leaves the idle window, a moment the next timing finds.
+            return "retime" if self._returnable(p.resource) else None
+        if isinstance(p, InstanceChanged) and p.state == "idle" and self.cfg.policy.idle_time > 0:
+            return "retime"
+        if (isinstance(p, InstanceChanged) and p.state == "returned") or (
+                isinstance(p, GrantChanged) and p.state == "returned"):
+            # Room freed at a provider matters only to need that could not be placed.
+            return "plan" if self.short else None
+        return "plan"
+
+    def _returnable(self, resource: str) -> bool:
+        """Whether borrowed units of a resource could go back now, use permitting (use matters only then)."""
+        if self.demand is not None and any(i.count > 0 for i in self.demand.items
+                                           if isinstance(i, UnitItem) and i.resource == resource):
+            return False
+        idle = self.cfg.policy.idle_time
+        for g in self.view.grants.values():
+            if g.resource == resource and g.state == "granted" and g.granted_at is not None:
+                hold = self.clouds[g.provider].desc.min_hold_s
+                if self.now - g.granted_at >= max(idle, hold):
+                    return True
+        return False
+
+    # --- the scheduler's side -------------------------------------------------------------------
+
+    def _step(self, step: Step) -> None:
+        for item in step.items:
+            self.scheduler.want(item)
+        for h in step.hosts:
+            self._lose(h.provider, h.name, h.count)
+        for name in step.failover:
+            self.owners[name].fail_over()
+        self._reassign(met_by_supply=False)
+        self._licenses()
+
+    def _lose(self, provider: str | None, name: str | None, count: int) -> None:
+        if name is not None:
+            inst = next((i for i in self.p.instances.values() if i.name == name), None)
+            targets = [inst] if inst is not None else []
+        else:
+            held = [i for i in self.p.instances_in("running", "joined", "idle", "busy") if i.provider == provider]
+            targets = sorted(held, key=lambda i: (-(i.launched_at or i.seen_at), i.key))[:count]
+        for inst in targets:
+            owner = self.owners[inst.provider]
+            for mid in owner.cloud.reclaim([inst.machine_id], self.now):
+                self.reclaimed(f"{inst.provider}/{mid}")
+                owner.scan_at(self.now)
+
+    def reclaimed(self, key: str) -> None:
+        """The provider took a host back: it vanishes from the cluster now; its owner learns at its next scan."""
+        self.scheduler_leaves(key)
+
+    def _join(self, key: str) -> None:
+        inst = self.p.instances.get(key)
+        if inst is None or inst.state not in ("running", "provisioning") or key in self.scheduler.hosts:
+            return
+        cloud = self.clouds[inst.provider].machines.get(inst.machine_id)
+        if cloud is not None and not cloud.held(self.now):
+            return
+        self.scheduler.join(Host(key=key, name=inst.name, provider=inst.provider, template=inst.template,
+                                 item=inst.item_id, joined_at=self.now))
+        self.owners[inst.provider].host_event(key, "joined")
+        self._reassign(met_by_supply=True)
+
+    def scheduler_leaves(self, key: str) -> None:
+        if self.scheduler.leave(key) is not None:
+            self._reassign(met_by_supply=False)
+
+    def _reassign(self, met_by_supply: bool) -> None:
+        changes, self.host_unmet = self.scheduler.assign()
+        for host, event in changes:
+            self.owners[host.provider].host_event(host.key, event)
+        self._push(met_by_supply)
+
+    def _licenses(self) -> None:
+        """License totals or wants changed: report use to the license server and push the need."""
+        idle_cost = 0.0
+        for name, res in self.p.resources.items():
+            in_use = self.scheduler.license_in_use(name, res.total)
+            owner = self.owners.get(res.provider)
+            if owner is not None:
+                self.at(self.grid(self.now, self.cfg.policy.poll_every), owner.observe_use, name, in_use)
+                idle = max(0, res.borrowed - max(0, in_use - res.base))
+                idle_cost += idle * self.clouds[res.provider].desc.price(name) / 3600.0
+        self.metrics.units_idle(self.now, idle_cost)
+        self._push(met_by_supply=True)
+
+    def _push(self, met_by_supply: bool) -> None:
+        every = self.cfg.scheduler.publish_every
+        if every > 0 and self.now < self.published + every:
+            if not self.publish_due:
+                self.publish_due = True
+                self.at(self.published + every, self._publish, met_by_supply)
+            return
+        self.published = self.now
+        totals = {name: res.total for name, res in self.p.resources.items()}
+        snap = self.scheduler.demand(self.host_unmet, totals, self.now)
+        if snap is None:
+            return
+        self.metrics.need(self.now, {i.id: (i.kind, i.count) for i in snap.items}, met_by_supply)
+        self.demand = snap
+        if not self.demand_round:
+            self.demand_round = True
+            self.at(self.now, self._round, prio=1)
+
+    def _publish(self, met_by_supply: bool) -> None:
+        self.publish_due = False
+        self._push(met_by_supply)
+
+    def _fits(self, item: HostItem, host: Host) -> bool:
+        desc = self.clouds[host.provider].desc
+        t = desc.template(host.template) if host.template else None
+        return t is not None and Selector(item).matches(t, desc.zone)
+
+    # --- planning ----------------------------------------------------------------------------------
+
+    def _dirty(self) -> None:
+        if self.last_plan == -math.inf:
+            self._timer(self.now)
+        elif not self.every_tick:
+            k = max(1, math.ceil((self.now - self.last_plan) / self.plan_every - 1e-9))
+            self._timer(self.last_plan + k * self.plan_every)
+
+    def _check(self, at: float) -> None:
+        """A moment a retiming fact pointed at: plan if something is due by now, else wait for when it is."""
+        self.checks.discard(at)
+        if self.last_plan < at:
+            self._schedule(next_change(self.demand, self.view, self.now - QUANTUM / 2, self.settings,
+                                       self.cfg.policy.idle_time, self.decided))
+
+    def _schedule(self, due: float | None) -> None:
+        if due is not None:
+            k = max(1, math.ceil((due - self.last_plan) / self.plan_every - 1e-9))
+            self._timer(self.last_plan + k * self.plan_every)
+
+    def _timer(self, t: float) -> None:
+        t = q(t)
+        if self.timer_at is not None and self.timer_at <= t:
+            return
+        self.timer_at = t
+        self.at(t, self._timer_round, t, prio=1)
+
+    def _timer_round(self, t: float) -> None:
+        if self.timer_at != t:
+            return
+        self._round()
+
+    def _round(self) -> None:
+        now = self.now
+        self.rounds += 1
+        self.last_plan = now
+        self.timer_at = None
+        self.demand_round = False
+        self.catalog = catalog_for(self.catalog, self.p.providers)
+        proposal = propose(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time, self.catalog)
+        approved: list = []
+        clamps: list[tuple[str, str]] = []
+        if proposal.orders:
+            approved, found = review_orders(proposal.orders, self.view, now, self.settings)
+            clamps = [(c.limit, c.detail) for c in found]
+        self.write_each(outcome(proposal, approved, clamps, self.view.decisions), lease=("planner", 1))
+        if self.every_tick:
+            self._timer(now + self.plan_every)
+            return
+        self.decided = with_cuts(proposal.decisions, proposal.orders, approved)
+        counts = {i.id: i.count for i in self.demand.items} if self.demand else {}
+        self.short = any(d.in_flight + sum(c.count for c in d.chosen) < counts.get(d.item, 0) for d in self.decided)
+        self._schedule(next_change(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time,
+                                   self.decided))
+
+    # --- for tests and reports ---------------------------------------------------------------------
+
+    def decisions(self) -> list[tuple[float, Decision]]:
+        return [(d.at, d.decision) for d in self.p.decisions]
+
+
+def run(cfg: SimConfig, trace: Trace, **kw: Any) -> tuple[dict[str, Any], Engine]:
+    problems = trace.problems({sp.name: sp.description.kind for sp in cfg.providers},
+                              {pool.resource for sp in cfg.providers for pool in sp.description.pools})
+    if problems:
+        raise ValueError("\n".join(problems))
+    engine = Engine(cfg, trace, **kw)
+    return engine.run(), engine
+

@@ -1,0 +1,227 @@
+"""What a simulated run adds up to: cost, waiting, idle spend, thrash, failures, and a series over time.
+
+Costs come from ``policy.costs.costs``, the function behind the daemon's
+``costs`` view and its budget, applied to the run's projection; the series
+adds each record's cost once as it ends and sums only what is live at each
+sample.
+
+- **Unmet demand** is the integral of the scheduler's unmet need over time
+  (host-hours, unit-hours).
+- **Time to capacity**: for each unit of need that had to wait, from when it
+  became unmet until supply met it (need the workload withdrew before it
+  was met is not counted).
+- **Idle cost**: what hosts cost while idle, and borrowed license units
+  while nobody used them.
+- **Thrash**: returns followed, within the hold time (the provider's minimum
+  hold or billing unit, else ``idle_time``), by a new order for the same
+  demand item.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, Order, RequestChanged
+from messages.records import GrantRecord, InstanceRecord, ProviderRecord
+from messages.states import GRANT, INSTANCE
+from persistence.projection import Projection
+from policy.costs import costs
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (nearest rank); None when there are no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class Sample:
+    at: float
+    wanted_hosts: int
+    unmet_hosts: int
+    wanted_units: int
+    unmet_units: int
+    cost: float
+    supply: dict[str, int] = field(default_factory=dict)
+
+
+class Metrics:
+    def __init__(self, p: Projection, billing_units: Mapping[str, float], hold: Mapping[str, float]) -> None:
+        self.p = p
+        self.billing = dict(billing_units)
+        #: Per provider: how soon a new order after a return counts as thrash.
+        self.hold = dict(hold)
+        self.closed: dict[str, float] = {}
+        self.unmet: dict[str, tuple[str, int]] = {}
+        self.unmet_seconds = {"hosts": 0.0, "units": 0.0}
+        self.unmet_since = 0.0
+        self.waiting: dict[str, deque[float]] = {}
+        self.waits: dict[str, list[float]] = {"hosts": [], "units": []}
+        self.returns: dict[str, deque[tuple[float, float]]] = {}
+        self.thrash = 0
+        self.counts: dict[str, int] = {}
+        self.idle_unit_seconds_cost = 0.0
+        self._units_idle: tuple[float, float] = (0.0, 0.0)  # (since, cost per second)
+        self.samples: list[Sample] = []
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
+
+    # --- facts -------------------------------------------------------------------------------
+
+    def fact(self, fact: Fact) -> None:
+        p = fact.payload
+        if isinstance(p, Order):
+            self._order(fact, p)
+        elif isinstance(p, RequestChanged):
+            if p.state in ("failed", "timed_out") and self.p.requests[p.request_id].action == "request":
+                self.count(f"requests {p.state}" + (f" ({p.outcome})" if p.outcome else ""))
+        elif isinstance(p, (InstanceSeen, InstanceChanged)):
+            key = f"{fact.provider}/{p.machine_id}"
+            if isinstance(p, InstanceSeen):
+                self.count("hosts launched" if p.state != "orphaned" else "orphans found")
+            if p.state == "failed":
+                self.count("hosts failed to start")
+            elif p.state == "lost":
+                self.count("hosts reclaimed (lost)")
+            if p.state in INSTANCE.terminal:
+                self._close(fact.time, instances={key: self.p.instances[key]})
+        elif isinstance(p, GrantChanged) and p.state in GRANT.terminal:
+            self._close(fact.time, grants={p.grant_id: self.p.grants[p.grant_id]})
+
+    def _close(self, at: float, instances: Mapping[str, InstanceRecord] | None = None,
+               grants: Mapping[str, GrantRecord] | None = None) -> None:
+        c = costs(self.p.providers, instances or {}, grants or {}, at, self.billing)
+        for name, pc in c.by_provider.items():
+            if pc.cost_so_far:
+                self.closed[name] = self.closed.get(name, 0.0) + pc.cost_so_far
+
+    def _order(self, fact: Fact, o: Order) -> None:
+        now = fact.time
+        if o.action == "return":
+            self.count("returns ordered")
+            items = ({self.p.instances[f"{fact.provider}/{m}"].item_id for m in o.machines
+                      if f"{fact.provider}/{m}" in self.p.instances}
+                     | {self.p.grants[g].item_id for g in o.grants if g in self.p.grants})
+            until = now + self.hold.get(fact.provider, 0.0)
+            for item in items - {""}:
+                self.returns.setdefault(item, deque()).append((now, until))
+            return
+        self.count("orders")
+        back = self.returns.get(o.item_id)
+        while back and back[0][1] < now:
+            back.popleft()
+        if back:
+            back.popleft()
+            self.thrash += 1
+
+    # --- the scheduler's need ------------------------------------------------------------------
+
+    def need(self, now: float, unmet: Mapping[str, tuple[str, int]], met_by_supply: bool) -> None:
+        """The unmet need per item (kind, count) from ``now`` on; ``met_by_supply``: drops are supply arriving."""
+        self._integrate(now)
+        for item, (kind, n) in unmet.items():
+            before = self.unmet.get(item, (kind, 0))[1]
+            queue = self.waiting.setdefault(item, deque())
+            if n > before:
+                queue.extend([now] * (n - before))
+            for _ in range(before - n):
+                if not queue:
+                    break
+                if met_by_supply:
+                    self.waits[kind].append(now - queue.popleft())
+                else:
+                    queue.pop()
+        self.unmet = dict(unmet)
+
+    def _integrate(self, now: float) -> None:
+        dt = now - self.unmet_since
+        if dt > 0:
+            for kind, n in self.unmet.values():
+                self.unmet_seconds[kind] += n * dt
+        self.unmet_since = now
+
+    def units_idle(self, now: float, idle_cost_per_second: float) -> None:
+        since, rate = self._units_idle
+        self.idle_unit_seconds_cost += rate * max(0.0, now - since)
+        self._units_idle = (now, idle_cost_per_second)
+
+    # --- the series -------------------------------------------------------------------------------
+
+    def cost_now(self, now: float) -> float:
+        live = {k: self.p.instances[k] for k in self.p.live_instances}
+        grants = {g: self.p.grants[g] for g in self.p.live_grants}
+        return sum(self.closed.values()) + costs(self.p.providers, live, grants, now, self.billing).total
+
+    def sample(self, now: float, wanted: Mapping[str, int]) -> None:
+        supply: dict[str, int] = {}
+        for k in self.p.live_instances:
+            inst = self.p.instances[k]
+            if inst.state not in ("failed", "orphaned"):
+                supply[inst.provider] = supply.get(inst.provider, 0) + 1
+        for g in self.p.live_grants:
+            grant = self.p.grants[g]
+            if grant.state in ("granted", "return_planned", "returning"):
+                supply[grant.provider] = supply.get(grant.provider, 0) + grant.count
+        unmet = {"hosts": 0, "units": 0}
+        for kind, n in self.unmet.values():
+            unmet[kind] += n
+        self.samples.append(Sample(at=now, wanted_hosts=wanted.get("hosts", 0), unmet_hosts=unmet["hosts"],
+                                   wanted_units=wanted.get("units", 0), unmet_units=unmet["units"],
+                                   cost=self.cost_now(now), supply=supply))
+
+    # --- the end ----------------------------------------------------------------------------------
+
+    def report(self, end: float, failovers: int, rounds: int, facts: int) -> dict[str, Any]:
+        self._integrate(end)
+        self.units_idle(end, 0.0)
+        p = self.p
+        c = costs(p.providers, p.instances, p.grants, end, self.billing)
+        idle_hosts = sum(_idle_seconds(i, end) / 3600.0 * _price(p.providers, i) for i in p.instances.values())
+        waits = self.waits["hosts"] + self.waits["units"]
+        return {
+            "total_cost": round(c.total, 4),
+            "cost_by_provider": {n: round(pc.cost_so_far, 4) for n, pc in c.by_provider.items() if pc.cost_so_far},
+            "unmet_host_hours": round(self.unmet_seconds["hosts"] / 3600.0, 4),
+            "unmet_unit_hours": round(self.unmet_seconds["units"] / 3600.0, 4),
+            "time_to_capacity_p50_s": _round(percentile(waits, 50)),
+            "time_to_capacity_p95_s": _round(percentile(waits, 95)),
+            "time_to_capacity_hosts_p95_s": _round(percentile(self.waits["hosts"], 95)),
+            "time_to_capacity_units_p95_s": _round(percentile(self.waits["units"], 95)),
+            "idle_cost": round(idle_hosts + self.idle_unit_seconds_cost, 4),
+            "idle_cost_hosts": round(idle_hosts, 4),
+            "idle_cost_units": round(self.idle_unit_seconds_cost, 4),
+            "thrash": self.thrash,
+            "failures": {k: v for k, v in sorted(self.counts.items())
+                         if k.startswith(("requests ", "hosts failed", "hosts reclaimed"))},
+            "failovers": failovers,
+            "counts": {k: v for k, v in sorted(self.counts.items()) if k in
+                       ("orders", "returns ordered", "hosts launched", "orphans found")},
+            "planning_rounds": rounds,
+            "facts": facts,
+        }
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def _price(providers: Mapping[str, ProviderRecord], inst: InstanceRecord) -> float:
+    rec = providers.get(inst.provider)
+    return rec.description.price(inst.template) if rec is not None and rec.description is not None else 0.0
+
+
+def _idle_seconds(inst: InstanceRecord, end: float) -> float:
+    total = 0.0
+    changes = inst.history.changes
+    for i, change in enumerate(changes):
+        if change.state == "idle":
+            until = changes[i + 1].at if i + 1 < len(changes) else (inst.ended_at or end)
+            total += max(0.0, until - change.at)
+    return total

@@ -1,0 +1,165 @@
+"""The projection as a planning round needs it: what is in motion, and what ended recently.
+
+A month of facts holds tens of thousands of finished requests and returned
+hosts, and the policy functions walk every record they are given; yet a
+record that ended long ago can no longer sway a round. ``Recent`` hands the
+rounds the projection's own records (the same objects, kept current by
+``Projection.apply``) minus those that ended more than ``horizon`` ago:
+
+- orders stay while they may still count as in flight or towards a rate
+  limit, requests while they may bring supply or sway a cooldown (a failure
+  for as long as a run of cooldowns takes to reach ``backoff_max`` twice
+  over; a success while an earlier failure it clears is kept);
+- with a spend cap, records that accrued cost in the current period stay.
+
+Providers and resources come from the projection untouched. Of the
+decisions (the projection keeps the last 1000), a round reads per item only
+the last one and the edges of its last wanting spell (``policy.reclaim``'s
+hysteresis), so ``Decisions`` keeps just those, with the same window.
+``tests/sim_engine`` runs the same trace with and without trimming and
+checks the decisions agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from messages.facts import Decision, Fact, GrantChanged, InstanceSeen, Order, RequestPlanned
+from messages.records import DecisionRecord, GrantRecord, InstanceRecord, OrderRecord, ProviderRecord, RequestRecord
+from messages.records import ResourceRecord
+from messages.states import GRANT, INSTANCE, REQUEST
+from persistence.projection import Projection
+from policy.budget import period_start
+from policy.settings import PlanSettings
+from policy.supply import unresolved
+
+#: Request ends that count against a provider in its cooldowns.
+_STRIKES = frozenset({"failed", "timed_out"})
+
+
+def horizon(settings: PlanSettings) -> float:
+    """How long after it ended a record may still sway a round."""
+    doublings = math.ceil(math.log2(max(1.0, settings.backoff_max / max(settings.cooldown, 1e-9))))
+    windows = [lim.rate_per for lim in settings.providers.values() if lim.rate_count is not None]
+    return max(settings.order_timeout, *windows, 2 * settings.backoff_max * (doublings + 3), 3600.0) + 1.0
+
+
+class Recent:
+    def __init__(self, p: Projection, settings: PlanSettings) -> None:
+        self.p = p
+        self.settings = settings
+        self.horizon = horizon(settings)
+        self.orders: dict[str, OrderRecord] = {}
+        self.requests: dict[str, RequestRecord] = {}
+        self.instances: dict[str, InstanceRecord] = {}
+        self.grants: dict[str, GrantRecord] = {}
+        self.window = Decisions(p.decisions.maxlen or 1000)
+
+    @property
+    def providers(self) -> Mapping[str, ProviderRecord]:
+        return self.p.providers
+
+    @property
+    def resources(self) -> Mapping[str, ResourceRecord]:
+        return self.p.resources
+
+    @property
+    def decisions(self) -> Iterable[DecisionRecord]:
+        return self.window.records()
+
+    def add(self, fact: Fact) -> None:
+        """Take up the record a just-applied fact created, if any."""
+        p, payload = self.p, fact.payload
+        if isinstance(payload, Decision):
+            self.window.add(p.decisions[-1])
+        elif isinstance(payload, Order):
+            self.orders[fact.id] = p.orders[fact.id]
+        elif isinstance(payload, RequestPlanned):
+            if fact.id in p.requests:
+                self.requests[fact.id] = p.requests[fact.id]
+            if fact.id in p.grants:
+                self.grants[fact.id] = p.grants[fact.id]
+        elif isinstance(payload, InstanceSeen):
+            key = f"{fact.provider}/{payload.machine_id}"
+            if key in p.instances:
+                self.instances[key] = p.instances[key]
+        elif isinstance(payload, GrantChanged) and payload.grant_id in p.grants:
+            self.grants[payload.grant_id] = p.grants[payload.grant_id]
+
+    def retire(self, now: float) -> None:
+        """Let go of what can no longer sway a round."""
+        cutoff = now - self.horizon
+        budget = self.settings.budget
+        spend_from = period_start(now, budget.spend_per) if budget.max_spend is not None else math.inf
+        windows = [lim.rate_per for lim in self.settings.providers.values() if lim.rate_count is not None]
+        rate_window = max(windows, default=0.0)
+        timeout = self.settings.order_timeout
+        for oid, o in list(self.orders.items()):
+            reqs = [self.p.requests.get(r) for r in o.request_ids]
+            if o.order.action == "request":
+                # Taken up, it is a request now; untaken, it stops counting after the order timeout.
+                gone = now - o.at > (rate_window if reqs else max(rate_window, timeout))
+            else:
+                gone = bool(reqs) and all(r is None or r.state in REQUEST.terminal for r in reqs)
+            if gone:
+                del self.orders[oid]
+        # Finished requests feed the cooldowns: a strike up to the horizon, a success while a strike
+        # of its provider before it is still kept (else it clears nothing).
+        first_strike: dict[str, float] = {}
+        for r in self.requests.values():
+            if r.action == "request" and r.state in _STRIKES:
+                end = r.history.since(r.state) or now
+                if end >= cutoff:
+                    first_strike[r.provider] = min(first_strike.get(r.provider, math.inf), end)
+        for rid, r in list(self.requests.items()):
+            if r.state not in REQUEST.terminal or unresolved(r, now, timeout):
+                continue
+            end = r.history.since(r.state) or now
+            if r.action == "return" or end < cutoff or (
+                    r.state not in _STRIKES and end < first_strike.get(r.provider, math.inf)):
+                del self.requests[rid]
+        for key, i in list(self.instances.items()):
+            # An ended host counts only towards its request's machines while that may bring more.
+            req = self.requests.get(i.request_id)
+            if i.state in INSTANCE.terminal and (i.ended_at or now) < spend_from and (
+                    req is None or not unresolved(req, now, timeout)):
+                del self.instances[key]
+        for gid, g in list(self.grants.items()):
+            if g.state in GRANT.terminal and (g.ended_at or now) < spend_from:
+                del self.grants[gid]
+
+class Decisions:
+    """Per item, the decisions a round reads, within the projection's window of the last ``size``.
+
+    That is the last decision (is the new one news?) and, of the last spell
+    in which the item wanted supply, its last wanting decision and the first
+    one after it (until when did it want?). Iterated in log order, they give
+    ``policy.reclaim.wanted_until`` and ``policy.rounds.outcome`` what the
+    whole window would.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.n = 0
+        #: item -> [last wanting, first not wanting after it, last], each (index, record) or None
+        self.items: dict[str, list[tuple[int, DecisionRecord] | None]] = {}
+        self._records: list[DecisionRecord] | None = None
+
+    def add(self, rec: DecisionRecord) -> None:
+        self.n += 1
+        entry = (self.n, rec)
+        slots = self.items.setdefault(rec.decision.item, [None, None, None])
+        if rec.decision.need > 0:
+            slots[0], slots[1] = entry, None
+        elif slots[0] is not None and slots[1] is None:
+            slots[1] = entry
+        slots[2] = entry
+        self._records = None
+
+    def records(self) -> list[DecisionRecord]:
+        if self._records is None:
+            first = self.n - self.size
+            kept = {e[0]: e[1] for slots in self.items.values() for e in slots if e is not None and e[0] > first}
+            self._records = [kept[i] for i in sorted(kept)]
+        return self._records
