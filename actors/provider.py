@@ -123,6 +123,7 @@ class ProviderActor(Actor):
 
     def on_start(self) -> None:
         self.runner = self.runner_factory(self.cfg, self.work_dir, self._script_done)
+        self.runner.may_act = lambda: not self.revoked.is_set()
         self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name]))
         log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
 

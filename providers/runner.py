@@ -134,6 +134,10 @@ class ScriptRunner:
         self._killing = False
         self._running: set[_Process] = set()
         self.idle_exit = idle_exit
+        #: Asked on the runner thread right before each spawn: a run queued while the daemon
+        #: still held the provider's lease must not start after it lost it (e.g. woken from a
+        #: freeze past its TTL). The owner sets it to its lease mandate.
+        self.may_act: Callable[[], bool] = lambda: True
         #: Runner threads alive, and how many of them wait for work (both under ``_lock``).
         self._threads: list[threading.Thread] = []
         self._idle = 0
@@ -317,6 +321,8 @@ class ScriptRunner:
             daemon_env=os.environ,
             home=self.home,
         )
+        if not self.may_act():
+            return self._result(job, "spawn_error", "not started: the provider's lease is no longer held", scrub)
         started = time.monotonic()
         try:
             proc, out_r, err_r = self._spawn(argv, env)

@@ -506,3 +506,19 @@ def test_threads_start_for_work_and_end_when_idle(script, results, tmp_path, too
         assert [r.outcome for r in results.wait(4)][-1] == "ok", "work after the threads ended still runs"
     finally:
         runner.stop(wait=3.0)
+
+
+def test_a_run_queued_under_a_lease_does_not_start_once_the_lease_is_gone(script, make_runner, results, tmp_path):
+    """Woken from a freeze past its TTL, the daemon must not start what it queued before."""
+    ran = tmp_path / "ran"
+    runner = make_runner(script(f"#!/bin/sh\ntouch {ran}\n{OK_JSON}\n"))
+    held = [True]
+    runner.may_act = lambda: held[0]
+    runner.submit("request", {"template": "T1", "count": 1}, token="t1")
+    assert results.wait(1)[0].outcome == "ok" and ran.exists()
+    ran.unlink()
+    held[0] = False
+    runner.submit("request", {"template": "T1", "count": 1}, token="t2")
+    refused = results.wait(2)[1]
+    assert refused.outcome == "spawn_error" and "lease" in refused.reason
+    assert not ran.exists(), "the script must not have run"
