@@ -175,8 +175,18 @@ class Daemon:
         return self.proc.returncode
 
     def signal(self, sig: int) -> None:
+        """SIGKILL the whole process group; freeze and thaw only the daemon itself.
+
+        Scripts run in process groups of their own either way. What stopping the
+        group would add is a script caught half-spawned (the child between
+        fork and exec is still in the daemon's group): it would start after the
+        thaw although its call was decided, under the lease, before the freeze.
+        """
         if self.alive():
-            os.killpg(self.proc.pid, sig)
+            if sig in (signal.SIGSTOP, signal.SIGCONT):
+                os.kill(self.proc.pid, sig)
+            else:
+                os.killpg(self.proc.pid, sig)
 
     def kill(self) -> None:
         if self.alive():
