@@ -31,6 +31,10 @@ UNITS_SIM = {"kind": "units", "seed": 5, "priority": 5, "lead_time": 0.3,
              "pools": [{"resource": "vcs", "capacity": 20, "cost_per_unit_hour": 2.0}]}
 
 
+#: Seconds every drill script may take.
+SCRIPT_TIMEOUT = 10
+
+
 def free_port() -> int:
     """A loopback port nobody listens on now (each daemon serves its own API)."""
     with socket.socket() as s:
@@ -65,6 +69,7 @@ class Cluster:
         wrapper.write_text(
             "#!/bin/sh\n"
             f'echo "{caller} $1 $PROVISIONER_TOKEN $(date +%s.%N)" >> "{folder}/calls.log"\n'
+            f'echo "{caller} $1 $PROVISIONER_DEADLINE" >> "{folder}/deadlines.log"\n'
             f'exec "{SIM_SCRIPT}" "$@"\n'
         )
         wrapper.chmod(0o755)
@@ -72,7 +77,7 @@ class Cluster:
         env.write_text(f"SIM_CONFIG={folder / 'sim.json'}\nSIM_STATE_DIR={folder / 'state'}\n")
         env.chmod(0o600)
         return {"name": name, "kind": self.sims[name]["kind"], "env_file": str(env),
-                "script": {"style": "v2", "path": str(wrapper), "timeout": "10s"}}
+                "script": {"style": "v2", "path": str(wrapper), "timeout": f"{SCRIPT_TIMEOUT}s"}}
 
     def config(self, instance: str) -> Path:
         cfg = {
@@ -113,6 +118,17 @@ class Cluster:
             return []
         rows = [line.split() for line in log.read_text().splitlines()]
         return [(r[0], r[1], r[2] if len(r) > 3 else "", float(r[-1])) for r in rows]
+
+    def decided_after(self, name: str, caller: str, moment: float) -> list[tuple[str, int]]:
+        """Calls of ``caller`` the daemon decided on after ``moment``, as (action, deadline).
+
+        The runner sets PROVISIONER_DEADLINE (whole seconds) when it builds a call, before
+        it asks the lease mandate, so a call decided at t has deadline floor(t + SCRIPT_TIMEOUT).
+        When a call starts says less: one decided just before a freeze may start after the thaw.
+        """
+        log = self.tmp / name / "deadlines.log"
+        rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        return [(r[1], int(r[2])) for r in rows if r[0] == caller and int(r[2]) - SCRIPT_TIMEOUT > moment]
 
     def owner(self, role: str) -> str | None:
         lease = self.c.leases.get(role)
