@@ -50,6 +50,7 @@ from messages.facts import (
 )
 from messages.grant_returns import return_lost
 from messages.records import OrderRecord, RequestRecord
+from messages.return_intents import return_intent
 from messages.status_facts import status_facts
 from messages.scripts import Accepted, Holdings, Reclaims, ScriptResult, StatusReport, Usage
 from messages.states import INSTANCE, REQUEST
@@ -322,22 +323,7 @@ class ProviderActor(Actor):
             request_id = f"{order_id}.{len(self.p.requests_of(order_id)) + 1}"
         else:
             request_id = new_id("return")
-        payloads: list[Payload]
-        if machines:
-            payloads = [RequestPlanned(action="return", supply="hosts", order_id=order_id, count=len(machines),
-                                       machines=machines)]
-            payloads += [InstanceChanged(kind="instance_return_planned", machine_id=m, state="return_planned",
-                                         request_id=request_id, reason=reason)
-                         for m in machines if self.p.instances[f"{self.name}/{m}"].state != "return_planned"]
-        else:
-            resource = self.p.grants[next(iter(grants))].resource
-            payloads = [RequestPlanned(action="return", supply="units", order_id=order_id, resource=resource,
-                                       count=sum(grants.values()), grants=list(grants))]
-            # Written also for a grant already return_planned: it names the new request, so a
-            # failed return is re-planned once, never again while its successor is under way.
-            payloads += [GrantChanged(kind="grant_return_planned", grant_id=g, resource=self.p.grants[g].resource,
-                                      state="return_planned", request_id=request_id, count=n)
-                         for g, n in grants.items()]
+        payloads = return_intent(self.p.grants, machines, grants, request_id, order_id, reason)
         ids: list[str | None] = [request_id] + [None] * (len(payloads) - 1)
         self._write(payloads, tag=tag, ids=ids)
 

@@ -31,6 +31,7 @@ from messages.facts import (
 )
 from messages.grant_returns import return_lost
 from messages.records import RequestRecord
+from messages.return_intents import return_intent
 from messages.status_facts import status_facts
 from messages.states import INSTANCE, REQUEST, OnRestart
 from policy.reclaim import portions
@@ -152,19 +153,7 @@ class Owner:
             return
         p = self.e.p
         rid = f"{order_id}.{len(p.requests_of(order_id)) + 1}" if order_id else self.e.new_id("return")
-        payloads: list[Payload]
-        if machines:
-            payloads = [RequestPlanned(action="return", supply="hosts", order_id=order_id, count=len(machines),
-                                       machines=machines)]
-            payloads += [InstanceChanged(kind="instance_return_planned", machine_id=m, state="return_planned",
-                                         request_id=rid, reason=reason)
-                         for m in machines if p.instances[f"{self.name}/{m}"].state != "return_planned"]
-        else:
-            first = p.grants[next(iter(grants))]
-            payloads = [RequestPlanned(action="return", supply="units", order_id=order_id, resource=first.resource,
-                                       count=sum(grants.values()), grants=list(grants))]
-            payloads += [GrantChanged(kind="grant_return_planned", grant_id=g, resource=p.grants[g].resource,
-                                      state="return_planned", request_id=rid, count=n) for g, n in grants.items()]
+        payloads = return_intent(p.grants, machines, grants, rid, order_id, reason)
         self.write(payloads, [rid] + [None] * (len(payloads) - 1))
         for m in machines:
             self.e.scheduler_leaves(f"{self.name}/{m}")

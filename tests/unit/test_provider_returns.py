@@ -104,3 +104,23 @@ def test_a_machine_that_failed_to_start_is_given_back_once_its_request_ended(tmp
                             provider="p", now=now[0]).model_copy(update={"seq": actor.p.seq + 1}))
     now[0] += 10
     assert due() == {FAILED: ["m2"]}, "the failed machine goes back; the running one stays"
+
+
+def test_a_host_return_planned_again_names_the_new_request_so_it_is_planned_once(tmp_path):
+    actor, journal, now = _owner(tmp_path, "hosts", [
+        ("q", RequestPlanned(action="request", supply="hosts", template="t", count=1)),
+        (None, InstanceSeen(machine_id="m", name="n", request_id="q", state="running")),
+        (None, InstanceChanged(kind="instance_idle", machine_id="m", state="idle")),
+        ("r", RequestPlanned(action="return", supply="hosts", count=1, machines=["m"])),
+        (None, InstanceChanged(kind="instance_return_planned", machine_id="m", state="return_planned",
+                               request_id="r")),
+        (None, RequestChanged(kind="request_failed", request_id="r", state="failed", reason="refused")),
+    ])
+    now[0] += 3600
+    actor._replan_returns(now[0])
+    written = _written(actor, journal)
+    planned = next(p for p in written if isinstance(p, RequestPlanned))
+    inst = actor.p.instances["p/m"]
+    assert planned.machines == ["m"] and inst.return_request_id not in ("r", "")
+    machines, _ = returns_due(actor.p.open()[2], [], actor.p.requests, now[0], 5.0, orphans_go=False)
+    assert machines == {}, "while its new return is under way the host is not planned again"
