@@ -75,8 +75,11 @@ class LeaseActor(Actor):
         home: Path,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        start_role: Callable[[str, Lease, Revocation], Any] | None = None,
     ) -> None:
         super().__init__()
+        #: Starts the actor that runs under a role's lease; tests give a fake.
+        self.start_role = start_role or self._start_role
         self.cfg = cfg
         self.controller = controller
         self.journal = journal
@@ -101,22 +104,28 @@ class LeaseActor(Actor):
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:
-        # Stop acting before the controller could think the lease expired.
+        dropped = self._drop_void()
+        if self.monotonic() - self.last_round >= self.cfg.lease.renew_every:
+            self._round(dropped)
+
+    def _drop_void(self) -> set[str]:
+        """Stop acting before the controller could think a lease expired; the names given up."""
+        dropped = set()
         for name, h in list(self.held.items()):
             if h.revoked.is_set():
                 self._drop(name, "no successful renewal within the TTL")
-        if self.monotonic() - self.last_round >= self.cfg.lease.renew_every:
-            self._round()
+                dropped.add(name)
+        return dropped
 
     @handles(LeaseRevoked)
     def _revoked(self, msg: LeaseRevoked) -> None:
         if msg.name in self.held:
             self._drop(msg.name, msg.reason)
 
-    def _round(self) -> None:
+    def _round(self, dropped: frozenset[str] | set[str] = frozenset()) -> None:
         self.last_round = self.monotonic()
         ttl = self.cfg.lease.ttl
-        dropped = self._renew(ttl)
+        dropped = dropped | self._renew(ttl)
         for name in self.roles:
             if name in self.held or name in dropped:
                 continue  # a lease lost this round is asked for again next round, after its actor stopped
@@ -134,12 +143,8 @@ class LeaseActor(Actor):
 
         Returns the names given up.
         """
-        dropped = set()
-        for name, h in list(self.held.items()):
-            if h.revoked.is_set():
-                # A slow controller made this round outlast the lease: stop before asking again.
-                self._drop(name, "no successful renewal within the TTL")
-                dropped.add(name)
+        # A slow controller may have made this round outlast a lease: stop before asking again.
+        dropped = self._drop_void()
         names = [name for name in self.roles if name in self.held]
         if not names:
             return dropped
@@ -159,6 +164,7 @@ class LeaseActor(Actor):
             else:
                 h.lease, h.renewed_at = lease, started
                 h.revoked.extend(self._valid_until(started))
+        return dropped
 
     def _valid_until(self, renewed_at: float) -> float:
         """Act no longer than the TTL allows, less a margin for the renewal's own round trip."""
@@ -171,19 +177,21 @@ class LeaseActor(Actor):
             LeaseChanged(kind="lease_acquired", name=name, holder=self.holder, fence=lease.fence),
             provider=name.split(":", 1)[1] if name.startswith("provider:") else "",
             lease=name, fence=lease.fence, now=self.clock())]))
-        if name == PLANNER:
-            ref = PlannerActor.start(lease, revoked, self.journal, self.budget, self.actor_ref,
-                                     self.cfg.policy, clock=self.clock, caps=self.cfg.budget,
-                                     provider_configs=self.cfg.providers)
-        else:
-            pcfg = self.cfg.provider(name.split(":", 1)[1])
-            assert pcfg is not None, "config validation guarantees served providers exist"
-            ref = ProviderActor.start(
-                pcfg, lease, revoked, self.journal, self.actor_ref, self.controller, self.cfg.policy,
-                self.cfg.resources, self.home / "providers" / pcfg.name, self.runner_factory, clock=self.clock,
-            )
+        ref = self.start_role(name, lease, revoked)
         self.held[name] = _Held(lease=lease, revoked=revoked, ref=ref, renewed_at=renewed_at)
         self.ticker.add(ref)
+
+    def _start_role(self, name: str, lease: Lease, revoked: Revocation) -> Any:
+        if name == PLANNER:
+            return PlannerActor.start(lease, revoked, self.journal, self.budget, self.actor_ref,
+                                      self.cfg.policy, clock=self.clock, caps=self.cfg.budget,
+                                      provider_configs=self.cfg.providers)
+        pcfg = self.cfg.provider(name.split(":", 1)[1])
+        assert pcfg is not None, "config validation guarantees served providers exist"
+        return ProviderActor.start(
+            pcfg, lease, revoked, self.journal, self.actor_ref, self.controller, self.cfg.policy,
+            self.cfg.resources, self.home / "providers" / pcfg.name, self.runner_factory, clock=self.clock,
+        )
 
     def _drop(self, name: str, reason: str, release: bool = False) -> None:
         h = self.held.pop(name, None)

@@ -92,6 +92,21 @@ class SqliteDatabase:
         except sqlite3.Error as exc:
             raise ControllerUnavailable(f"controller database {self.path}: {exc}") from exc
 
+    def ensure_schema(self, tables: dict[str, str]) -> None:
+        """Create the tables (name -> CREATE statement) that are missing.
+
+        Looks first under a read transaction: a daemon joining a live file must
+        not wait for the write lock just to learn the tables are there, since a
+        process frozen inside a write transaction holds that lock until thawed.
+        """
+        with self.read() as conn:
+            present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [statement for name, statement in tables.items() if name not in present]
+        if missing:
+            with self.write() as conn:
+                for statement in missing:
+                    conn.execute(statement)
+
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding the database's write lock from its start."""
@@ -132,8 +147,7 @@ class SqliteLeases:
     def __init__(self, db: SqliteDatabase, clock: Clock) -> None:
         self._db = db
         self._clock = clock
-        with db.write() as conn:
-            conn.execute(_LEASE_SCHEMA)
+        db.ensure_schema({"leases": _LEASE_SCHEMA})
 
     def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
         _check_name(name, "lease name")

@@ -12,14 +12,20 @@ etcd cluster (``persistence.etcd``); see docs/deployment.md.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import threading
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 from lease.port import ControllerUnavailable
 from persistence.port import Controller
 from persistence.sqlite import SqliteController
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -60,3 +66,24 @@ def sqlite_path(url: str) -> str:
                 f"controller database {path}: cannot create folder {parent}: {exc.strerror}"
             ) from exc
     return path
+
+
+def patiently(what: str, call: Callable[[], T], stopping: threading.Event,
+              first_delay: float = 0.5, max_delay: float = 10.0) -> T | None:
+    """``call()`` until the controller answers; None if ``stopping`` is set first.
+
+    A daemon that starts while its controller is briefly out of reach (etcd
+    restarting, another process holding SQLite's write lock) waits for it and
+    says so, rather than exiting: the supervisor would only start it again.
+    Anything but ``ControllerUnavailable`` (a bad URL) is raised at once.
+    """
+    delay, attempt = first_delay, 0
+    while not stopping.is_set():
+        attempt += 1
+        try:
+            return call()
+        except ControllerUnavailable as exc:
+            log.warning("%s: controller unavailable (attempt %d), retrying in %.1fs: %s", what, attempt, delay, exc)
+        stopping.wait(delay)
+        delay = min(max_delay, delay * 2)
+    return None

@@ -41,8 +41,8 @@ CHANGES_LIMIT = 10_000
 #: How often a waiting ``changes`` looks for commits by other connections.
 POLL_INTERVAL = 0.01
 
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS facts (
+_SCHEMA = {
+    "facts": """CREATE TABLE IF NOT EXISTS facts (
         seq      INTEGER PRIMARY KEY AUTOINCREMENT,
         id       TEXT NOT NULL UNIQUE,
         time     REAL NOT NULL,
@@ -54,25 +54,25 @@ _SCHEMA = (
         payload  BLOB NOT NULL      -- orjson of the whole fact, without seq
     )""",
     # Only the latest snapshot is kept; AUTOINCREMENT keeps seq growing across the deletes.
-    """CREATE TABLE IF NOT EXISTS demand (
+    "demand": """CREATE TABLE IF NOT EXISTS demand (
         seq     INTEGER PRIMARY KEY AUTOINCREMENT,
         time    REAL NOT NULL,
         payload BLOB NOT NULL
     )""",
-    """CREATE TABLE IF NOT EXISTS host_events (
+    "host_events": """CREATE TABLE IF NOT EXISTS host_events (
         seq   INTEGER PRIMARY KEY AUTOINCREMENT,
         name  TEXT NOT NULL,
         event TEXT NOT NULL,
         time  REAL NOT NULL
     )""",
-    """CREATE TABLE IF NOT EXISTS resource_totals (
+    "resource_totals": """CREATE TABLE IF NOT EXISTS resource_totals (
         name     TEXT PRIMARY KEY,
         base     INTEGER NOT NULL,
         borrowed INTEGER NOT NULL,
         total    INTEGER NOT NULL,
         time     REAL NOT NULL
     )""",
-)
+}
 
 
 class SqliteController:
@@ -84,9 +84,7 @@ class SqliteController:
         self._db = SqliteDatabase(path, busy_timeout=busy_timeout)
         self._decode = Decoder(path)
         try:
-            with self._db.write() as conn:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
+            self._db.ensure_schema(_SCHEMA)
             self.leases = SqliteLeases(self._db, clock)
         except BaseException:
             self._db.close()

@@ -155,19 +155,23 @@ def _source(args: argparse.Namespace) -> Source:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from provisioner.daemon import Daemon
+    from provisioner.daemon import Daemon, connect, stop_signals
     from sim.workload import DemoWorkload
 
     cfg, home, is_demo = resolve_config(args.config)
     home.mkdir(parents=True, exist_ok=True)
-    daemon = Daemon(cfg, home, serve_api=True)
-    workload = None
-    if is_demo:
-        log.info("no config given: running the built-in demo with state in %s", home)
-        workload = DemoWorkload(daemon.controller,
-                                set_license_use=lambda n: sim_admin(home, "sim-licenses", "set-in-use", "vcs", str(n)))
-        workload.start()
-    return daemon.run_until_signal(extra_stop=workload.stop if workload else None)
+    with stop_signals() as done:
+        controller = connect(cfg, done)
+        if controller is None:
+            return 0
+        daemon = Daemon(cfg, home, controller=controller, serve_api=True)
+        workload = None
+        if is_demo:
+            log.info("no config given: running the built-in demo with state in %s", home)
+            workload = DemoWorkload(controller, set_license_use=lambda n: sim_admin(
+                home, "sim-licenses", "set-in-use", "vcs", str(n)))
+            workload.start()
+        return daemon.run_until(done, extra_stop=workload.stop if workload else None)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

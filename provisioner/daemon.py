@@ -21,8 +21,9 @@ import queue
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from actors.budget import BudgetActor
 from actors.journal import Feed, JournalActor
@@ -31,7 +32,7 @@ from actors.pumps import Tailer, Ticker
 from messages.commands import Append, Appended
 from messages.facts import Fact
 from messages.scripts import ScriptResult
-from persistence.controller import open_controller
+from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
 from persistence.snapshot import SnapshotStore
 from providers.runner import ScriptRunner
@@ -86,17 +87,19 @@ class Daemon:
         self.tailer: Tailer | None = None
         self._stopped = threading.Event()
 
-    def start(self) -> "Daemon":
+    def start(self, stopping: threading.Event | None = None) -> "Daemon":
+        """Start every part; with ``stopping``, wait for an unreachable controller until it is set."""
         server = self._api_server() if self.serve_api else None
+        if stopping is None:
+            cursor, snapshot = self._where_to_begin()
+        else:
+            begun = patiently(f"daemon {self.cfg.instance.id} starting", self._where_to_begin, stopping)
+            if begun is None:
+                if server is not None:
+                    server.stop()
+                return self
+            cursor, snapshot = begun
         c = self.controller
-        demand = c.get_demand()
-        events = c.read_host_events(after=0, limit=1_000_000_000)
-        cursor = Cursor(
-            facts=c.last_seq(),
-            demand=demand.seq if demand else 0,
-            host_events=(events[-1].seq or 0) if events else 0,
-        )
-        snapshot = self.snapshots.load(c)
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
                                           snapshot=snapshot)
         self.budget = BudgetActor.start(self.journal, self.cfg.budget, clock=self.clock, policy=self.cfg.policy,
@@ -119,6 +122,18 @@ class Daemon:
         log.info("daemon %s started: serves %s%s", self.cfg.instance.id, ", ".join(self.cfg.instance.serves) or "nothing",
                  " and may plan" if self.cfg.instance.planner else "")
         return self
+
+    def _where_to_begin(self) -> tuple[Cursor, Any]:
+        """The controller's heads now, and the latest snapshot: replay starts from the one, tails from the other."""
+        c = self.controller
+        demand = c.get_demand()
+        events = c.read_host_events(after=0, limit=1_000_000_000)
+        cursor = Cursor(
+            facts=c.last_seq(),
+            demand=demand.seq if demand else 0,
+            host_events=(events[-1].seq or 0) if events else 0,
+        )
+        return cursor, self.snapshots.load(c)
 
     def _api_server(self) -> ApiServer:
         api = self.cfg.api
@@ -196,23 +211,37 @@ class Daemon:
         self.controller.close()
         log.info("daemon %s stopped", self.cfg.instance.id)
 
-    def run_until_signal(self, extra_stop: Callable[[], None] | None = None) -> int:
-        """Run until SIGTERM or SIGINT (Ctrl-C); then stop in reverse order and return 0."""
-        done = threading.Event()
-
-        def on_signal(signum: int, _frame: object) -> None:
-            log.info("received %s", signal.Signals(signum).name)
-            done.set()
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    def run_until(self, done: threading.Event, extra_stop: Callable[[], None] | None = None) -> int:
+        """Run until ``done`` is set; then stop in reverse order and return 0."""
         try:
-            self.start()
+            self.start(stopping=done)
             while not done.wait(1.0):
                 pass
         finally:
             if extra_stop is not None:
                 extra_stop()
             self.stop()
-            for s, handler in previous.items():
-                signal.signal(s, handler)
         return 0
+
+
+@contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    """An event that SIGTERM or SIGINT (Ctrl-C) sets, for as long as the block runs."""
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        done.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield done
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def connect(cfg: Config, stopping: threading.Event, clock: Callable[[], float] = time.time) -> Controller | None:
+    """The configured controller, waited for while unreachable; None if ``stopping`` came first."""
+    url = cfg.controller.url
+    return patiently(f"daemon {cfg.instance.id} opening {url}", lambda: open_controller(url, clock=clock), stopping)

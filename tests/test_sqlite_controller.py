@@ -12,7 +12,7 @@ import pytest
 
 from lease.port import ControllerUnavailable
 from messages.facts import Fact, UsageObserved, make_fact
-from persistence.controller import open_controller, sqlite_path
+from persistence.controller import open_controller, patiently, sqlite_path
 from persistence.port import Cursor
 from persistence.sqlite import SqliteController
 
@@ -177,3 +177,44 @@ def test_cursor_moves_past_a_tail_of_undecodable_rows(tmp_path: Path) -> None:
         assert got.facts == [] and got.cursor.facts == 1
     finally:
         controller.close()
+
+
+def test_joining_a_file_whose_write_lock_is_held_needs_no_write(tmp_path: Path) -> None:
+    """A daemon starting next to one frozen inside a write transaction still opens and reads the file."""
+    path = tmp_path / "state.db"
+    SqliteController(str(path)).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        joining = SqliteController(str(path), busy_timeout=0.05)
+        try:
+            assert joining.last_seq() == 0
+            assert joining.leases.all() == []
+            with pytest.raises(ControllerUnavailable, match="locked"):
+                joining.append([fact(1)])
+        finally:
+            joining.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_patiently_waits_for_the_controller_and_gives_up_on_stop(caplog: pytest.LogCaptureFixture) -> None:
+    answers = [ControllerUnavailable("etcd down"), ControllerUnavailable("etcd down"), "opened"]
+
+    def call() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with caplog.at_level(logging.WARNING, logger="persistence.controller"):
+        assert patiently("opening", call, threading.Event(), first_delay=0.001) == "opened"
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["opening", "opening"]
+    assert "attempt 2" in caplog.records[1].getMessage()
+
+    stopping = threading.Event()
+    stopping.set()
+    assert patiently("opening", lambda: pytest.fail("called after stop"), stopping) is None
+    with pytest.raises(ValueError, match="bad url"):
+        patiently("opening", lambda: (_ for _ in ()).throw(ValueError("bad url")), threading.Event())

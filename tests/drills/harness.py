@@ -11,15 +11,17 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
-from persistence.controller import open_controller
+from persistence.controller import open_controller, sqlite_path
 from persistence.port import Controller
 from provisioner.demo import SIM_SCRIPT
 from provisioner.views import replay
@@ -99,10 +101,34 @@ class Cluster:
         self.procs.append(d)
         return d
 
+    @contextmanager
+    def between_writes(self) -> Iterator[None]:
+        """Hold the SQLite file's write lock, so no daemon is inside a write transaction meanwhile.
+
+        A process frozen inside a write transaction keeps the file's lock, and
+        every other process on the host waits for it (docs/recovery.md): a
+        drill that freezes an owner to see a standby take over freezes it
+        between two of its writes.
+        """
+        if not self.url.startswith("sqlite://"):
+            yield
+            return
+        conn = sqlite3.connect(sqlite_path(self.url), timeout=30, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+
     def close(self) -> None:
         for d in self.procs:
             d.kill()
         self.c.close()
+        # Shown by pytest only when the drill failed: what each daemon said last.
+        for d in self.procs:
+            print(f"----- last lines of daemon {d.instance} -----")
+            print("\n".join(d.text().splitlines()[-80:]))
 
     # --- what the world looks like ----------------------------------------------
 
@@ -176,6 +202,7 @@ class Daemon:
 
     def __init__(self, cluster: Cluster, instance: str, failpoints: str = "") -> None:
         self.instance = instance
+        self.cluster = cluster
         self.log = cluster.tmp / f"{instance}.log"
         env = {**os.environ, "PROVISIONER_FAILPOINTS": failpoints}
         self.proc = subprocess.Popen(
@@ -199,7 +226,10 @@ class Daemon:
         thaw although its call was decided, under the lease, before the freeze.
         """
         if self.alive():
-            if sig in (signal.SIGSTOP, signal.SIGCONT):
+            if sig == signal.SIGSTOP:
+                with self.cluster.between_writes():
+                    os.kill(self.proc.pid, sig)
+            elif sig == signal.SIGCONT:
                 os.kill(self.proc.pid, sig)
             else:
                 os.killpg(self.proc.pid, sig)

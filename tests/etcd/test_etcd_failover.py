@@ -48,3 +48,22 @@ def test_kill_9_the_owner_and_the_standby_takes_over_within_ttl_plus_1s(drill: D
 
 def test_a_frozen_owner_wakes_fenced_out_and_acts_no_more(drill: Drill) -> None:
     sqlite_drills.test_a_paused_owner_wakes_fenced_out_and_acts_no_more(drill)
+
+
+def test_a_daemon_started_before_its_etcd_waits_for_it(tmp_path) -> None:
+    """A host that boots the daemon before etcd is up: it says it waits, then serves, with no restart."""
+    etcd = Cluster()
+    try:
+        drill = Drill(tmp_path, url=etcd.url("late"))
+        try:
+            a = drill.start("a")
+            wait_until(lambda: "controller unavailable" in a.text(), timeout=30, what="a to say it waits for etcd")
+            assert a.alive(), a.text()
+            etcd.start()
+            wait_until(lambda: sqlite_drills._owned_by(drill, "a") == sqlite_drills.ROLES, timeout=30,
+                       what="a to own everything once etcd is up")
+            assert a.alive()
+        finally:
+            drill.close()
+    finally:
+        etcd.stop()

@@ -1,0 +1,139 @@
+"""The lease actor's rounds: renew what it holds, take what is free, run an actor exactly while a lease is held."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors.lease import LeaseActor, Revocation
+from lease.port import Lease
+from messages.commands import Tick
+from persistence.sqlite import SqliteController
+from provisioner.config import Config
+
+ROLES = {"planner", "provider:hosts", "provider:units"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Role:
+    """Stands in for the planner or a provider actor: records whether it was stopped."""
+
+    def __init__(self, name: str, lease: Lease, revoked: Revocation) -> None:
+        self.name, self.lease, self.revoked = name, lease, revoked
+        self.stopped = False
+
+    def stop(self, block: bool = True, timeout: float | None = None) -> None:
+        self.stopped = True
+
+
+class Recorder:
+    """The journal and the ticker: both only told things."""
+
+    def __init__(self) -> None:
+        self.told: list[Any] = []
+        self.refs: set[Any] = set()
+
+    def tell(self, msg: Any) -> None:
+        self.told.append(msg)
+
+    def add(self, ref: Any) -> None:
+        self.refs.add(ref)
+
+    def remove(self, ref: Any) -> None:
+        self.refs.discard(ref)
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    clock = Clock()
+    controller = SqliteController(str(tmp_path / "state.db"), clock=clock)
+    yield clock, controller
+    controller.close()
+
+
+def lease_actor(world, holder: str) -> tuple[LeaseActor, list[Role]]:
+    clock, controller = world
+    script = {"style": "v2", "path": "/bin/true"}
+    cfg = Config.model_validate({
+        "instance": {"id": holder, "serves": ["hosts", "units"], "planner": True},
+        "controller": {"url": "sqlite:///unused.db"}, "lease": {"ttl": "4s", "renew_every": "1s"},
+        "providers": [{"name": "hosts", "kind": "hosts", "script": script},
+                      {"name": "units", "kind": "units", "script": script}],
+    })
+    started: list[Role] = []
+
+    def start_role(name: str, lease: Lease, revoked: Revocation) -> Role:
+        started.append(Role(name, lease, revoked))
+        return started[-1]
+
+    ticker = Recorder()
+    actor = LeaseActor(cfg, controller, Recorder(), None, ticker, None, Path("/nonexistent"),
+                       clock=clock, monotonic=clock, start_role=start_role)
+    return actor, started
+
+
+def held(actor: LeaseActor) -> set[str]:
+    return set(actor.held)
+
+
+def rounds(actor: LeaseActor, clock: Clock, seconds: float) -> None:
+    """Let ``seconds`` pass in ticks of a quarter second, as the ticker would."""
+    for _ in range(int(seconds * 4)):
+        clock.now += 0.25
+        actor._tick(Tick(now=clock.now))
+
+
+def test_a_standby_takes_each_lease_as_it_frees_while_renewing_those_it_holds(world) -> None:
+    clock, controller = world
+    controller.leases.acquire("provider:units", "a", 4.0)  # a holds one role, and then dies
+    b, started = lease_actor(world, "b")
+    b._round()
+    assert held(b) == {"planner", "provider:hosts"}
+    rounds(b, clock, 3.75)
+    assert held(b) == {"planner", "provider:hosts"}, "a's lease has not run out yet"
+    rounds(b, clock, 1.0)
+    assert held(b) == ROLES, "renewing the two it holds, b took the third once it was free"
+    assert {lease.name for lease in controller.leases.all() if lease.holder == "b"} == ROLES
+    assert [r.name for r in started] == ["planner", "provider:hosts", "provider:units"], "no role started twice"
+    assert not any(r.stopped or r.revoked.is_set() for r in started)
+
+
+def test_a_lease_refused_at_renewal_stops_its_actor_and_is_asked_for_again_next_round(world) -> None:
+    clock, controller = world
+    b, started = lease_actor(world, "b")
+    b._round()
+    assert held(b) == ROLES
+    hosts = next(r for r in started if r.name == "provider:hosts")
+    # The hosts lease passes to a behind b's back (as if it had expired there).
+    controller.leases.release(hosts.lease)
+    controller.leases.acquire("provider:hosts", "a", 4.0)
+    rounds(b, clock, 1.0)
+    assert hosts.stopped and hosts.revoked.is_set(), "the actor of a refused lease stops, and acts no more"
+    assert held(b) == {"planner", "provider:units"}
+    rounds(b, clock, 4.0)  # a's lease runs out in turn
+    assert held(b) == ROLES
+    fresh = [r for r in started if r.name == "provider:hosts"][-1]
+    assert fresh is not hosts and fresh.lease.fence > hosts.lease.fence, "taken again under a higher fence"
+    assert not any(r.stopped for r in started if r.name != "provider:hosts")
+
+
+def test_a_mandate_run_out_between_rounds_is_given_up_and_asked_for_only_next_round(world) -> None:
+    clock, controller = world
+    b, started = lease_actor(world, "b")
+    b._round()
+    clock.now += 3.6  # a stall past ttl - renew_every/2 with no renewal: the lease may be gone
+    b._tick(Tick(now=clock.now))
+    assert all(r.stopped and r.revoked.is_set() for r in started), "every mandate voided itself"
+    assert held(b) == set(), "not asked for again in the round that gave it up"
+    rounds(b, clock, 1.0)
+    assert held(b) == ROLES
+    assert len(started) == 6
