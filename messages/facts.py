@@ -269,9 +269,11 @@ def make_fact(
     fence: int = 0,
     fact_id: str | None = None,
     now: float | None = None,
+    seq: int | None = None,
 ) -> Fact:
-    """A fact ready to append; the store assigns ``seq``."""
+    """A fact ready to append; the store assigns ``seq`` (the simulator, being the store, passes it)."""
     return Fact(
+        seq=seq,
         id=fact_id or new_id(payload.kind.split("_")[0]),
         time=_time.time() if now is None else now,
         provider=provider,

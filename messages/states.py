@@ -241,10 +241,11 @@ class History:
     """
 
     changes: tuple[StatusChange, ...] = ()
+    #: The last change's state, kept rather than looked up: planning reads it for every record, often.
+    state: str | None = field(init=False, default=None, compare=False, repr=False)
 
-    @property
-    def state(self) -> str | None:
-        return self.changes[-1].state if self.changes else None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", self.changes[-1].state if self.changes else None)
 
     def since(self, state: str) -> float | None:
         """When the record last entered ``state``."""

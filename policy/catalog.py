@@ -59,9 +59,13 @@ class Catalog:
 
     def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
         """True while the providers' descriptions are the ones this catalog was built from."""
-        current = {name: rec.description for name, rec in providers.items() if rec.description}
-        return current.keys() == self.descriptions.keys() and all(
-            current[n] is self.descriptions[n] for n in current)
+        known, seen = self.descriptions, 0
+        for name, rec in providers.items():
+            if rec.description is not None:
+                if known.get(name) is not rec.description:
+                    return False
+                seen += 1
+        return seen == len(known)
 
     def offers(self, item: HostItem | UnitItem) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from messages.records import GrantRecord, InstanceRecord, ProviderRecord
 from messages.states import INSTANCE
@@ -52,8 +53,9 @@ def grant_cost(grant: GrantRecord, price_per_hour: float, now: float, billing_un
     return sum(n * accrued(grant.granted_at, at, price_per_hour, billing_unit, since) for at, n in parts)
 
 
-@dataclass(frozen=True)
-class ProviderCost:
+class ProviderCost(NamedTuple):
+    """A tuple, not a dataclass: the budget builds one per provider on every planning round."""
+
     provider: str
     cost_so_far: float
     #: What everything held from it right now costs per hour.
@@ -87,11 +89,43 @@ def costs(
     ``billing_units`` gives a provider's billing unit in seconds (absent: per second).
     Every provider in ``providers`` is listed, at 0 if it never held anything.
     """
+    so_far, rate = _accrue(providers, instances, grants, now, billing_units, since)
+    by_provider = {
+        name: ProviderCost(provider=name, cost_so_far=so_far[name], cost_per_hour_now=rate.get(name, 0.0))
+        for name in sorted(so_far)
+    }
+    return Costs(by_provider=by_provider, total=sum(so_far.values()), cost_per_hour_now=sum(rate.values()))
+
+
+def total_cost(
+    providers: Mapping[str, ProviderRecord],
+    instances: Mapping[str, InstanceRecord],
+    grants: Mapping[str, GrantRecord],
+    now: float,
+    billing_units: Mapping[str, float] | None = None,
+    since: float | None = None,
+) -> float:
+    """``costs(...).total`` without the per-provider table: the budget asks for it every round."""
+    return sum(_accrue(providers, instances, grants, now, billing_units, since)[0].values())
+
+
+def _accrue(
+    providers: Mapping[str, ProviderRecord],
+    instances: Mapping[str, InstanceRecord],
+    grants: Mapping[str, GrantRecord],
+    now: float,
+    billing_units: Mapping[str, float] | None,
+    since: float | None,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per provider: cost so far, and cost per hour of what is held now."""
     units = billing_units or {}
     so_far: dict[str, float] = {name: 0.0 for name in providers}
     rate: dict[str, float] = {name: 0.0 for name in providers}
+    prices: dict[tuple[str, str | None], float] = {}  # many records, few templates
     for inst in instances.values():
-        p = price(providers, inst.provider, inst.template)
+        p = prices.get((inst.provider, inst.template))
+        if p is None:
+            p = prices[(inst.provider, inst.template)] = price(providers, inst.provider, inst.template)
         so_far[inst.provider] = so_far.get(inst.provider, 0.0) + instance_cost(
             inst, p, now, units.get(inst.provider, 0.0), since)
         if inst.state not in INSTANCE.terminal:
@@ -102,8 +136,4 @@ def costs(
             grant, p, now, units.get(grant.provider, 0.0), since)
         if grant.state in HOLDING:
             rate[grant.provider] = rate.get(grant.provider, 0.0) + grant.count * p
-    by_provider = {
-        name: ProviderCost(provider=name, cost_so_far=so_far[name], cost_per_hour_now=rate.get(name, 0.0))
-        for name in sorted(so_far)
-    }
-    return Costs(by_provider=by_provider, total=sum(so_far.values()), cost_per_hour_now=sum(rate.values()))
+    return so_far, rate

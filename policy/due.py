@@ -83,11 +83,16 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
     items = [i for i in (demand.items if demand else []) if isinstance(i, HostItem)]
     recent = wanted_until(state.decisions, now) if items else {}
     wanting = [(Selector(i), i) for i in items]
+    grace = settings.join_grace
     for inst in state.instances.values():
-        if inst.state in SERVING and inst.joined_at is not None:
-            leaves(inst.item_id, inst.joined_at + settings.join_grace, 1)
-        if inst.state == "idle":
-            at(_reclaim_due(inst, state, now, settings, idle_time, wanting, recent))
+        # The hottest loop of a simulation: a month holds many hosts, few of them in their grace.
+        s = inst.history.state
+        if s in SERVING:
+            joined = inst.joined_at
+            if joined is not None and joined + grace > now:
+                leaves(inst.item_id, joined + grace, 1)
+            if s == "idle":
+                at(_reclaim_due(inst, state, now, settings, idle_time, wanting, recent))
     # Borrowed units go back only while nobody wants their resource, and only what recent use leaves
     # spare (at most base + borrowed - the peak of use): until then, only demand and use matter.
     wanted = {i.resource for i in (demand.items if demand else []) if isinstance(i, UnitItem) and i.count > 0}

@@ -7,6 +7,7 @@ templates: planning over thousands of templates must stay cheap.
 from __future__ import annotations
 
 import operator
+from functools import lru_cache
 from typing import Callable
 
 from messages.demand import SELECT_RE, HostItem
@@ -53,7 +54,7 @@ class Selector:
 
     def __init__(self, item: HostItem) -> None:
         self.template = item.template
-        self.tests = [(key, _test(expr)) for key, expr in sorted(item.select.items())]
+        self.tests = _compiled(tuple(sorted(item.select.items())))
 
     def matches(self, template: Template, zone: str | None = None) -> bool:
         if self.template:
@@ -69,6 +70,12 @@ class Selector:
             if not test(have):
                 return False
         return True
+
+
+@lru_cache(maxsize=4096)
+def _compiled(select: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Test], ...]:
+    """The tests of one item shape: every round builds selectors again for the same few shapes."""
+    return tuple((key, _test(expr)) for key, expr in select)
 
 
 def template_matches(item: HostItem, template: Template, zone: str | None = None) -> bool:

@@ -48,7 +48,7 @@ def plan(
     out = Plan()
     if demand is None:
         return out
-    if catalog is None or not catalog.fits(providers):
+    if catalog is None:  # callers that plan often keep one (policy.rounds.catalog_for)
         catalog = Catalog(providers)
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     rooms: Rooms | None = None  # built on the first item with need: most rounds have none
@@ -76,7 +76,8 @@ def plan(
             chosen.append(_chosen(item, offer, amount))
             rooms.take(offer, item.kind, amount)
             remaining -= amount
-        rejected.mismatched(mismatched)
+        if need > 0:  # who cannot serve the item matters only while it needs something
+            rejected.mismatched(mismatched)
         notes = []
         if need <= 0:
             notes.append("in-flight supply covers the need")

@@ -169,10 +169,9 @@ class Engine:
                    lease: tuple[str, int] = ("", 0)) -> None:
         for i, (provider, payload) in enumerate(placed):
             fact_id = (ids[i] if ids else None) or self.new_id(payload.kind.split("_")[0])
-            fact = make_fact(payload, provider=provider, lease=lease[0], fence=lease[1], fact_id=fact_id,
-                             now=self.now)
             self.facts += 1
-            fact = fact.model_copy(update={"seq": self.facts})  # as the store assigns it
+            fact = make_fact(payload, provider=provider, lease=lease[0], fence=lease[1], fact_id=fact_id,
+                             now=self.now, seq=self.facts)  # the seq as the store assigns it
             if not self.p.apply(fact):
                 raise RuntimeError(f"fact refused by the projection: {fact.kind} {fact.id}: "
                                    f"{self.p.anomalies[-1] if self.p.anomalies else ''}")

@@ -29,7 +29,7 @@ from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, Or
 from messages.records import GrantRecord, InstanceRecord, ProviderRecord
 from messages.states import GRANT, INSTANCE
 from persistence.projection import Projection
-from policy.costs import costs
+from policy.costs import costs, grant_cost, instance_cost, price, total_cost
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -91,16 +91,20 @@ class Metrics:
             elif p.state == "lost":
                 self.count("hosts reclaimed (lost)")
             if p.state in INSTANCE.terminal:
-                self._close(fact.time, instances={key: self.p.instances[key]})
+                self._close(fact.time, self.p.instances[key])
         elif isinstance(p, GrantChanged) and p.state in GRANT.terminal:
-            self._close(fact.time, grants={p.grant_id: self.p.grants[p.grant_id]})
+            self._close(fact.time, self.p.grants[p.grant_id])
 
-    def _close(self, at: float, instances: Mapping[str, InstanceRecord] | None = None,
-               grants: Mapping[str, GrantRecord] | None = None) -> None:
-        c = costs(self.p.providers, instances or {}, grants or {}, at, self.billing)
-        for name, pc in c.by_provider.items():
-            if pc.cost_so_far:
-                self.closed[name] = self.closed.get(name, 0.0) + pc.cost_so_far
+    def _close(self, at: float, record: InstanceRecord | GrantRecord) -> None:
+        """A record ended: what it cost is final, so add it up once and forget the record."""
+        if isinstance(record, InstanceRecord):
+            paid = instance_cost(record, price(self.p.providers, record.provider, record.template), at,
+                                 self.billing.get(record.provider, 0.0))
+        else:
+            paid = grant_cost(record, price(self.p.providers, record.provider, record.resource), at,
+                              self.billing.get(record.provider, 0.0))
+        if paid:
+            self.closed[record.provider] = self.closed.get(record.provider, 0.0) + paid
 
     def _order(self, fact: Fact, o: Order) -> None:
         now = fact.time
@@ -157,7 +161,7 @@ class Metrics:
     def cost_now(self, now: float) -> float:
         live = {k: self.p.instances[k] for k in self.p.live_instances}
         grants = {g: self.p.grants[g] for g in self.p.live_grants}
-        return sum(self.closed.values()) + costs(self.p.providers, live, grants, now, self.billing).total
+        return sum(self.closed.values()) + total_cost(self.p.providers, live, grants, now, self.billing)
 
     def sample(self, now: float, wanted: Mapping[str, int]) -> None:
         supply: dict[str, int] = {}
