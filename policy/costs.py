@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from messages.records import GrantRecord, InstanceRecord, ProviderRecord
@@ -54,8 +55,6 @@ def grant_cost(grant: GrantRecord, price_per_hour: float, now: float, billing_un
 
 
 class ProviderCost(NamedTuple):
-    """A tuple, not a dataclass: the budget builds one per provider on every planning round."""
-
     provider: str
     cost_so_far: float
     #: What everything held from it right now costs per hour.
@@ -64,9 +63,23 @@ class ProviderCost(NamedTuple):
 
 @dataclass(frozen=True)
 class Costs:
-    by_provider: dict[str, ProviderCost] = field(default_factory=dict)
-    total: float = 0.0
-    cost_per_hour_now: float = 0.0
+    """Per provider: cost so far, and cost per hour of what is held now."""
+
+    so_far: dict[str, float] = field(default_factory=dict)
+    rate: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.so_far.values())
+
+    @property
+    def cost_per_hour_now(self) -> float:
+        return sum(self.rate.values())
+
+    @cached_property
+    def by_provider(self) -> dict[str, ProviderCost]:
+        """Built when asked: the budget, asking every planning round, wants only the total."""
+        return {name: ProviderCost(name, self.so_far[name], self.rate.get(name, 0.0)) for name in sorted(self.so_far)}
 
 
 def price(providers: Mapping[str, ProviderRecord], provider: str, key: str | None) -> float:
@@ -89,35 +102,6 @@ def costs(
     ``billing_units`` gives a provider's billing unit in seconds (absent: per second).
     Every provider in ``providers`` is listed, at 0 if it never held anything.
     """
-    so_far, rate = _accrue(providers, instances, grants, now, billing_units, since)
-    by_provider = {
-        name: ProviderCost(provider=name, cost_so_far=so_far[name], cost_per_hour_now=rate.get(name, 0.0))
-        for name in sorted(so_far)
-    }
-    return Costs(by_provider=by_provider, total=sum(so_far.values()), cost_per_hour_now=sum(rate.values()))
-
-
-def total_cost(
-    providers: Mapping[str, ProviderRecord],
-    instances: Mapping[str, InstanceRecord],
-    grants: Mapping[str, GrantRecord],
-    now: float,
-    billing_units: Mapping[str, float] | None = None,
-    since: float | None = None,
-) -> float:
-    """``costs(...).total`` without the per-provider table: the budget asks for it every round."""
-    return sum(_accrue(providers, instances, grants, now, billing_units, since)[0].values())
-
-
-def _accrue(
-    providers: Mapping[str, ProviderRecord],
-    instances: Mapping[str, InstanceRecord],
-    grants: Mapping[str, GrantRecord],
-    now: float,
-    billing_units: Mapping[str, float] | None,
-    since: float | None,
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Per provider: cost so far, and cost per hour of what is held now."""
     units = billing_units or {}
     so_far: dict[str, float] = {name: 0.0 for name in providers}
     rate: dict[str, float] = {name: 0.0 for name in providers}
@@ -136,4 +120,4 @@ def _accrue(
             grant, p, now, units.get(grant.provider, 0.0), since)
         if grant.state in HOLDING:
             rate[grant.provider] = rate.get(grant.provider, 0.0) + grant.count * p
-    return so_far, rate
+    return Costs(so_far, rate)

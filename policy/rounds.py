@@ -30,7 +30,7 @@ from messages.records import (
 )
 from policy.budget import Clamp, Headroom, period_start, review, usage
 from policy.catalog import Catalog
-from policy.costs import total_cost
+from policy.costs import costs
 from policy.planning import plan
 from policy.reclaim import reclaim
 from policy.settings import PlanSettings
@@ -91,8 +91,8 @@ def review_orders(orders: Sequence[tuple[str, Order]], state: PlanState, now: fl
     """The budget's half: the orders as the global caps allow them, measured against ``state``."""
     spent = 0.0
     if settings.budget.max_spend is not None:
-        spent = total_cost(state.providers, state.instances, state.grants, now, settings.billing_units,
-                           since=period_start(now, settings.budget.spend_per))
+        spent = costs(state.providers, state.instances, state.grants, now, settings.billing_units,
+                      since=period_start(now, settings.budget.spend_per)).total
     used = usage(supply_view(state), state.providers, now, settings.order_timeout)
     return review(orders, state.providers, Headroom(settings.budget, used, spent), settings.providers)
 

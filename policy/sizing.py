@@ -21,7 +21,7 @@ from messages.records import ProviderRecord
 from policy.budget import EPS, Headroom, Usage, period_start
 from policy.catalog import Offer
 from policy.cooldown import Cooldown, cooldowns
-from policy.costs import total_cost
+from policy.costs import costs
 from policy.ratelimit import ordered_recently
 from policy.settings import PlanSettings
 from policy.supply import SupplyView, held
@@ -53,8 +53,8 @@ class Rooms:
         if b.any:
             spent = 0.0
             if b.max_spend is not None:
-                spent = total_cost(providers, view.instances, view.grants, now, settings.billing_units,
-                                   since=period_start(now, b.spend_per))
+                spent = costs(providers, view.instances, view.grants, now, settings.billing_units,
+                              since=period_start(now, b.spend_per)).total
             self.budget = Headroom(b, used, spent)
         self._blocked: dict[str, str | None] = {}
         #: Offers found with no room this round, and why: room only shrinks within a round,

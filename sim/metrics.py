@@ -29,7 +29,7 @@ from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, Or
 from messages.records import GrantRecord, InstanceRecord, ProviderRecord
 from messages.states import GRANT, INSTANCE
 from persistence.projection import Projection
-from policy.costs import costs, grant_cost, instance_cost, price, total_cost
+from policy.costs import costs, grant_cost, instance_cost, price
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -161,7 +161,7 @@ class Metrics:
     def cost_now(self, now: float) -> float:
         live = {k: self.p.instances[k] for k in self.p.live_instances}
         grants = {g: self.p.grants[g] for g in self.p.live_grants}
-        return sum(self.closed.values()) + total_cost(self.p.providers, live, grants, now, self.billing)
+        return sum(self.closed.values()) + costs(self.p.providers, live, grants, now, self.billing).total
 
     def sample(self, now: float, wanted: Mapping[str, int]) -> None:
         supply: dict[str, int] = {}
