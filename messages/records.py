@@ -13,7 +13,7 @@ from messages.facts import Decision, Order
 from messages.states import History
 
 
-@dataclass
+@dataclass(slots=True)
 class ProviderRecord:
     name: str
     description: ProviderDescription | None = None
@@ -24,7 +24,7 @@ class ProviderRecord:
     fence: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class OrderRecord:
     id: str
     provider: str
@@ -33,7 +33,7 @@ class OrderRecord:
     request_ids: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestRecord:
     id: str
     provider: str
@@ -61,7 +61,7 @@ class RequestRecord:
         return self.history.state or "planned"
 
 
-@dataclass
+@dataclass(slots=True)
 class InstanceRecord:
     provider: str
     machine_id: str
@@ -88,7 +88,7 @@ class InstanceRecord:
         return self.history.state or "requested"
 
 
-@dataclass
+@dataclass(slots=True)
 class GrantRecord:
     provider: str
     id: str
@@ -117,7 +117,7 @@ class GrantRecord:
         return 0 < self.returning < self.count
 
 
-@dataclass
+@dataclass(slots=True)
 class ResourceRecord:
     name: str
     provider: str = ""
@@ -149,7 +149,7 @@ class ResourceRecord:
         return peak
 
 
-@dataclass
+@dataclass(slots=True)
 class DecisionRecord:
     seq: int
     at: float
