@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 
 
@@ -232,20 +232,21 @@ class StatusChange:
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class History:
+class History(NamedTuple):
     """A record's state with every change and its time, so timeouts derive from it.
 
-    A plain frozen dataclass, not a model: replay builds one per change of
-    every record, and it never crosses a wire.
+    A tuple, not a model: replay builds one per change of every record, and it
+    never crosses a wire. The state is kept beside the changes, not looked up:
+    planning reads it for every record, often. Build one from changes with
+    ``History.of``.
     """
 
     changes: tuple[StatusChange, ...] = ()
-    #: The last change's state, kept rather than looked up: planning reads it for every record, often.
-    state: str | None = field(init=False, default=None, compare=False, repr=False)
+    state: str | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "state", self.changes[-1].state if self.changes else None)
+    @classmethod
+    def of(cls, changes: tuple[StatusChange, ...]) -> "History":
+        return cls(changes, changes[-1].state if changes else None)
 
     def since(self, state: str) -> float | None:
         """When the record last entered ``state``."""
@@ -256,4 +257,4 @@ class History:
 
     def advance(self, machine: StateMachine, to: str, at: float, reason: str = "") -> "History":
         machine.check(self.state, to)
-        return History(self.changes + (StatusChange(to, at, reason),))
+        return History(self.changes + (StatusChange(to, at, reason),), to)

@@ -117,7 +117,7 @@ class _Histories:
     def decode(self, data: Any) -> list[History]:
         changes = iter(list(starmap(StatusChange, zip(_PLAIN.decode(data["state"]), _PLAIN.decode(data["at"]),
                                                       _PLAIN.decode(data["reason"]), strict=True))))
-        out = [History(tuple(islice(changes, n))) for n in data["length"]]
+        out = [History.of(tuple(islice(changes, n))) for n in data["length"]]
         if next(changes, None) is not None or sum(data["length"]) != sum(len(h.changes) for h in out):
             raise ValueError("history lengths do not add up to the changes stored")
         return out

@@ -8,3 +8,4 @@ def cluster(tmp_path):
     c = Cluster(tmp_path)
     yield c
     c.close()
+    print(c.tails())

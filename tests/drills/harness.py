@@ -125,10 +125,11 @@ class Cluster:
         for d in self.procs:
             d.kill()
         self.c.close()
-        # Shown by pytest only when the drill failed: what each daemon said last.
-        for d in self.procs:
-            print(f"----- last lines of daemon {d.instance} -----")
-            print("\n".join(d.text().splitlines()[-80:]))
+
+    def tails(self, lines: int = 80) -> str:
+        """What each daemon said last: drill fixtures print it, and pytest shows it when a drill fails."""
+        return "\n".join(f"----- last lines of daemon {d.instance} -----\n" + "\n".join(d.text().splitlines()[-lines:])
+                         for d in self.procs)
 
     # --- what the world looks like ----------------------------------------------
 

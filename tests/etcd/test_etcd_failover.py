@@ -25,6 +25,7 @@ def drill(tmp_path, etcd_cluster: Cluster) -> Iterator[Drill]:
     d = Drill(tmp_path, url=etcd_cluster.url(f"drill-{uuid.uuid4().hex}"))
     yield d
     d.close()
+    print(d.tails())
 
 
 def test_kill_9_the_owner_and_the_standby_takes_over_within_ttl_plus_1s(drill: Drill) -> None:
@@ -65,5 +66,6 @@ def test_a_daemon_started_before_its_etcd_waits_for_it(tmp_path) -> None:
             assert a.alive()
         finally:
             drill.close()
+            print(drill.tails())
     finally:
         etcd.stop()

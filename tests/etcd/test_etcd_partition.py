@@ -75,6 +75,7 @@ def drill(tmp_path, etcd: Cluster) -> Iterator[Drill]:
     d.c = open_controller(url + "?timeout=5")
     yield d
     d.close()
+    print(d.tails())
 
 
 def _meanwhile(check: Callable[[], Any]) -> Callable[[], Any]:
