@@ -23,6 +23,7 @@ import yaml
 from messages.facts import InstanceChanged, InstanceSeen, RequestChanged, RequestPlanned, make_fact
 from persistence.controller import open_controller
 from tests.drills.harness import free_port
+from tests.integration.conftest import end_process
 
 SCRIPT = """#!/bin/sh
 # A provider that holds exactly what the bench's log says it holds.
@@ -56,12 +57,7 @@ def daemon_rss(tmp: Path, smoke: bool) -> tuple[float, float]:
         ready = time.monotonic() - started
         return _settled_rss(proc.pid, window=4 if smoke else 8), ready
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc, grace=30)
 
 
 def _fill(url: str, tmp: Path, providers: list[str], per_provider: int) -> None:

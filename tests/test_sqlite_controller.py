@@ -209,7 +209,7 @@ def test_patiently_waits_for_the_controller_and_gives_up_on_stop(caplog: pytest.
         return answer
 
     with caplog.at_level(logging.WARNING, logger="persistence.controller"):
-        assert patiently("opening", call, threading.Event(), first_delay=0.001) == "opened"
+        assert patiently("opening", call, threading.Event(), first_delay=0.0) == "opened"
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["opening", "opening"]
     assert "attempt 2" in caplog.records[1].getMessage()
 

@@ -12,6 +12,7 @@ import pytest
 from messages.facts import Decision, InstanceChanged, InstanceSeen, LeaseChanged, Order, ProviderAdmin, make_fact
 from provisioner.audit import GENESIS, AuditLog, audited
 from provisioner.views import BadCursor
+from tests.integration.conftest import end_process
 
 
 def facts(n: int, start: int = 1) -> list:
@@ -136,8 +137,7 @@ def test_cli_audit_follow_prints_the_last_lines_then_new_ones(tmp_path):
         log.record(facts(2, start=3))
         assert [json.loads(proc.stdout.readline())["seq"] for _ in range(2)] == [3, 4]
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        end_process(proc)
 
 
 def test_a_damaged_last_line_does_not_stop_auditing(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.api.conftest import write_token_file
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import end_process, wait_until
 
 PROMETHEUS = shutil.which("prometheus")
 
@@ -55,12 +55,7 @@ def prometheus(tmp_path):
 
     yield start
     for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc)
 
 
 def _ready(url: str, proc: subprocess.Popen) -> bool:

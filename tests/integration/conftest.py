@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -26,6 +27,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
+
+
+def end_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``grace`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def sim_provider(tmp: Path, name: str, sim: dict, **script: Any) -> dict:
@@ -56,7 +67,6 @@ def wait_state(read: Callable[[], Any], condition: Callable[[Any], bool], what: 
 
 def sim_call(folder: Path, action: str, doc: dict | None = None, *admin: str) -> Any:
     """Act on a simulated provider directly, as its cloud's console would (no daemon involved)."""
-    import subprocess
 
     env = {"PATH": "/usr/bin:/bin", "SIM_CONFIG": str(folder / "sim.json"), "SIM_STATE_DIR": str(folder / "state")}
     if action == "admin":

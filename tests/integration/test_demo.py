@@ -24,10 +24,13 @@ def test_demo_workload_gets_hosts_and_licenses_then_returns_idle_hosts(tmp_path)
     workload = DemoWorkload(c, set_license_use=set_use, clock=lambda: 0.0)
     try:
         _, hosts, units = PHASES[0]
+        # The workload sets its license use when it steps; the borrowed units may show up in the
+        # replay just after a step, so the use is judged at the next one.
         wait_until(lambda: _step_and_check(workload, 1.0, c, lambda p: sum(
             1 for i in p.instances.values() if i.state == "busy") == hosts and (
-            p.resources.get("vcs") and p.resources["vcs"].borrowed == units)),
-            what="the first phase's hosts busy and licenses borrowed")
+            p.resources.get("vcs") and p.resources["vcs"].borrowed == units)) and used[-1:] == [
+            units + cfg.resources[0].base],
+            what="the first phase's hosts busy, licenses borrowed, and all of them in use")
         assert used and used[-1] == units + cfg.resources[0].base
         quiet_at = PHASES[1][0] + BUSY_FOR + 1
         wait_until(lambda: _step_and_check(workload, quiet_at, c, lambda p: p.instances and all(

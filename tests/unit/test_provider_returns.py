@@ -65,14 +65,20 @@ def test_a_units_return_complete_with_error_plans_the_grant_again(tmp_path):
     assert grants == {("vcs", AGAIN): {"g": 2}}
 
 
+#: A host that went idle, and the return r planned for it.
+IDLE_HOST_RETURN_PLANNED = [
+    ("q", RequestPlanned(action="request", supply="hosts", template="t", count=1)),
+    (None, InstanceSeen(machine_id="m", name="n", request_id="q", state="running")),
+    (None, InstanceChanged(kind="instance_idle", machine_id="m", state="idle")),
+    ("r", RequestPlanned(action="return", supply="hosts", count=1, machines=["m"])),
+    (None, InstanceChanged(kind="instance_return_planned", machine_id="m", state="return_planned",
+                           request_id="r")),
+]
+
+
 def test_a_host_return_complete_with_error_is_planned_again_after_a_pause(tmp_path):
     actor, journal, now = _owner(tmp_path, "hosts", [
-        ("q", RequestPlanned(action="request", supply="hosts", template="t", count=1)),
-        (None, InstanceSeen(machine_id="m", name="n", request_id="q", state="running")),
-        (None, InstanceChanged(kind="instance_idle", machine_id="m", state="idle")),
-        ("r", RequestPlanned(action="return", supply="hosts", count=1, machines=["m"])),
-        (None, InstanceChanged(kind="instance_return_planned", machine_id="m", state="return_planned",
-                               request_id="r")),
+        *IDLE_HOST_RETURN_PLANNED,
         (None, RequestChanged(kind="request_submitted", request_id="r", state="submitted",
                               provider_request_id="ret-1")),
         (None, InstanceChanged(kind="instance_returning", machine_id="m", state="returning", request_id="r")),
@@ -108,12 +114,7 @@ def test_a_machine_that_failed_to_start_is_given_back_once_its_request_ended(tmp
 
 def test_a_host_return_planned_again_names_the_new_request_so_it_is_planned_once(tmp_path):
     actor, journal, now = _owner(tmp_path, "hosts", [
-        ("q", RequestPlanned(action="request", supply="hosts", template="t", count=1)),
-        (None, InstanceSeen(machine_id="m", name="n", request_id="q", state="running")),
-        (None, InstanceChanged(kind="instance_idle", machine_id="m", state="idle")),
-        ("r", RequestPlanned(action="return", supply="hosts", count=1, machines=["m"])),
-        (None, InstanceChanged(kind="instance_return_planned", machine_id="m", state="return_planned",
-                               request_id="r")),
+        *IDLE_HOST_RETURN_PLANNED,
         (None, RequestChanged(kind="request_failed", request_id="r", state="failed", reason="refused")),
     ])
     now[0] += 3600
