@@ -8,7 +8,7 @@ stdout pipe open cannot keep a run alive past its deadline: the script's exit
 is watched through a pidfd (Linux), not through the end of its output.
 
 Every submit ends in exactly one ``on_result(result, tag)`` call, made from a
-runner thread: failures of any kind (a script that cannot start, a timeout, a
+pool thread: failures of any kind (a script that cannot start, a timeout, a
 stop) are results, never exceptions, so the caller's bookkeeping cannot miss one.
 """
 
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import re
 import select
 import selectors
 import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ import orjson
 
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
+from providers.pool import ScriptPool
 from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
 from provisioner.config import ProviderConfig
 
@@ -103,9 +104,10 @@ class _Finished:
 class ScriptRunner:
     """The script runner of one provider: a FIFO of runs, at most ``max_concurrent`` at once.
 
-    Threads start when runs wait and end after ``idle_exit`` seconds without
-    work: a daemon serving a thousand quiet providers keeps a thread per
-    running script, not ``max_concurrent`` per provider.
+    Runs execute on the threads of ``pool``, which a daemon shares among all
+    its providers (``providers.pool``); without one, the runner has a pool of
+    its own, ``max_concurrent`` threads that end after ``idle_exit`` seconds
+    without work.
 
     ``home`` is the scripts' HOME (default: the daemon's). ``kill_grace`` is
     how long a timed-out script has between SIGTERM and SIGKILL, and how long
@@ -122,31 +124,34 @@ class ScriptRunner:
         *,
         kill_grace: float = 2.0,
         idle_exit: float = 30.0,
+        pool: ScriptPool | None = None,
     ) -> None:
         self.provider = provider
         self.work_dir = Path(work_dir)
         self.home = home
         self.kill_grace = kill_grace
         self._on_result = on_result
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._own_pool = pool is None
+        self.pool = pool or ScriptPool(provider.script.max_concurrent, idle_exit, name=f"script-{provider.name}")
+        self._jobs: deque[_Job] = deque()
         self._lock = threading.Lock()
+        #: Notified whenever a turn of this runner ends (under ``_lock``).
+        self._turn_ended = threading.Condition(self._lock)
+        #: Turns of this runner queued in the pool or running there.
+        self._turns = 0
+        self._inside = threading.local()
         self._stopped = False
         self._killing = False
         self._running: set[_Process] = set()
-        self.idle_exit = idle_exit
         #: Asked on the runner thread right before each spawn: a run queued while the daemon
         #: still held the provider's lease must not start after it lost it (e.g. woken from a
         #: freeze past its TTL). The owner sets it to its lease mandate.
         self.may_act: Callable[[], bool] = lambda: True
-        #: Runner threads alive, and how many of them wait for work (both under ``_lock``).
-        self._threads: list[threading.Thread] = []
-        self._idle = 0
-        self._started = 0
 
     # --- caller side ---------------------------------------------------------
 
     def submit(self, action: Action, document: dict[str, Any], token: str | None = None, tag: object = None) -> None:
-        """Queue one run; its result comes back through ``on_result`` on a runner thread.
+        """Queue one run; its result comes back through ``on_result`` on a pool thread.
 
         Only an action outside the contract's vocabulary raises (``ValueError``):
         no result can name it.
@@ -155,29 +160,30 @@ class ScriptRunner:
             raise ValueError(f"unknown script action {action!r}")
         job = _Job(action, document, token, tag)
         with self._lock:
-            if not self._stopped:
-                self._queue.put(job)
-                self._more_hands()
+            if self._stopped:
+                self._turns += 1
+                self.pool.put(lambda: self._turn(job))
                 return
-        late = threading.Thread(target=self._refuse, args=(job,), name=f"script-{self.provider.name}-late", daemon=True)
-        late.start()
+            self._jobs.append(job)
+            self._offer()
 
     def stop(self, kill: bool = True, wait: float = 5.0) -> None:
         """Refuse new work, end queued runs with "runner stopped", and (``kill``) end running scripts.
 
         A killed script's outcome is unknown, like a timeout: it may have acted.
-        Returns when every runner thread is done, or after ``wait`` seconds.
+        Returns when every run of this runner has ended, or after ``wait`` seconds.
         """
         until = time.monotonic() + wait
         with self._lock:
-            first = not self._stopped
             self._stopped = True
             self._killing = self._killing or kill
             running = list(self._running)
-        if first:
-            with self._lock:
-                for _ in self._threads:
-                    self._queue.put(None)
+            # Queued runs end now, each as a turn of its own: none waits behind a busy pool's queue
+            # for its refusal any longer than it must.
+            while self._jobs:
+                job = self._jobs.popleft()
+                self._turns += 1
+                self.pool.put(lambda job=job: self._turn(job))
         if kill:
             for proc in running:
                 proc.stopped = True
@@ -185,70 +191,56 @@ class ScriptRunner:
             self._join(min(until, time.monotonic() + self.kill_grace))
             for proc in running:
                 proc.signal(signal.SIGKILL)
-        self._join(until)
+        if not self._join(until):
+            log.warning("%s: script runs still going after stop", self.provider.name)
+        if self._own_pool:
+            self.pool.close()
+
+    def _join(self, until: float) -> bool:
+        """Wait until no turn of this runner is left (but the caller's own, when a result handler
+        stops the runner); False if ``until`` came first."""
+        own = 1 if getattr(self._inside, "turn", False) else 0
         with self._lock:
-            alive = [t.name for t in self._threads if t.is_alive()]
-        if alive:
-            log.warning("%s: script threads still running after stop: %s", self.provider.name, ", ".join(alive))
+            return self._turn_ended.wait_for(lambda: self._turns <= own, max(0.0, until - time.monotonic()))
 
-    def _join(self, until: float) -> None:
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            if thread is not threading.current_thread():  # stop() called from on_result
-                thread.join(max(0.0, until - time.monotonic()))
+    # --- turns on the pool's threads -------------------------------------------------
 
-    # --- runner threads ------------------------------------------------------
+    def _offer(self) -> None:
+        """Put a turn in the pool if runs wait and fewer than ``max_concurrent`` are out (caller holds ``_lock``)."""
+        if self._jobs and self._turns < self.provider.script.max_concurrent:
+            self._turns += 1
+            self.pool.put(self._turn)
 
-    def _more_hands(self) -> None:
-        """Start a thread when runs wait for one and the limit allows (caller holds ``_lock``)."""
-        if self._queue.qsize() > self._idle and len(self._threads) < self.provider.script.max_concurrent:
-            self._started += 1
-            thread = threading.Thread(target=self._work, name=f"script-{self.provider.name}-{self._started}",
-                                      daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _next(self) -> _Job | None:
-        """The next run; None when stopping or when this thread has been idle long enough to end."""
-        while True:
-            with self._lock:
-                self._idle += 1
-            try:
-                job = self._queue.get(timeout=self.idle_exit)
-            except queue.Empty:
-                with self._lock:
-                    self._idle -= 1
-                    # A run queued between the timeout and the lock is still this thread's to take.
-                    if self._queue.empty():
-                        self._threads.remove(threading.current_thread())
-                        return None
-                continue
-            with self._lock:
-                self._idle -= 1
-                if job is None:
-                    self._threads.remove(threading.current_thread())
-                else:
-                    self._more_hands()
-            return job
-
-    def _work(self) -> None:
-        while True:
-            job = self._next()
+    def _turn(self, job: _Job | None = None) -> None:
+        """One run: the given one (a refusal), or the next queued. Then, if runs still wait, another turn
+        goes to the back of the pool's queue: providers take turns."""
+        self._inside.turn = True
+        try:
             if job is None:
-                return
-            if self._stopped:
-                self._refuse(job)
-                continue
-            try:
-                result = self._execute(job)
-            except Exception as exc:  # a bug here must still end in a result
-                log.exception("%s %s: runner error", self.provider.name, job.action)
-                if job.spawned:  # the script ran: whatever it did is unknown
-                    result = self._result(job, "timeout", f"runner error (outcome unknown): {type(exc).__name__}")
-                else:
-                    result = self._result(job, "spawn_error", f"runner error: {type(exc).__name__}")
-            self._deliver(result, job.tag)
+                with self._lock:
+                    job = self._jobs.popleft() if self._jobs else None
+            if job is not None:
+                self._work(job)
+        finally:
+            self._inside.turn = False
+            with self._lock:
+                self._turns -= 1
+                self._offer()
+                self._turn_ended.notify_all()
+
+    def _work(self, job: _Job) -> None:
+        if self._stopped:
+            self._refuse(job)
+            return
+        try:
+            result = self._execute(job)
+        except Exception as exc:  # a bug here must still end in a result
+            log.exception("%s %s: runner error", self.provider.name, job.action)
+            if job.spawned:  # the script ran: whatever it did is unknown
+                result = self._result(job, "timeout", f"runner error (outcome unknown): {type(exc).__name__}")
+            else:
+                result = self._result(job, "spawn_error", f"runner error: {type(exc).__name__}")
+        self._deliver(result, job.tag)
 
     def _refuse(self, job: _Job) -> None:
         self._deliver(self._result(job, "spawn_error", "runner stopped"), job.tag)

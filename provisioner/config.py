@@ -44,6 +44,8 @@ class InstanceConfig(Model):
     id: Name
     serves: list[Name] = Field(default_factory=list)
     planner: bool = False
+    #: Threads running the scripts of all the providers this instance serves; runs beyond them wait.
+    script_workers: int = Field(default=32, ge=1, le=1024)
 
 
 class ControllerConfig(Model):

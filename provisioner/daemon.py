@@ -35,6 +35,7 @@ from messages.scripts import ScriptResult
 from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
 from persistence.snapshot import SnapshotStore
+from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
 from provisioner.api import create_app
 from provisioner.apiserver import ApiServer
@@ -49,10 +50,6 @@ from provisioner.snapshotter import Snapshotter
 log = logging.getLogger(__name__)
 
 
-def default_runner(provider: Any, work_dir: Path, on_result: Callable) -> ScriptRunner:
-    return ScriptRunner(provider, work_dir, on_result)
-
-
 class Daemon:
     def __init__(
         self,
@@ -60,7 +57,7 @@ class Daemon:
         home: Path,
         controller: Controller | None = None,
         clock: Callable[[], float] = time.time,
-        runner_factory: Callable[..., Any] = default_runner,
+        runner_factory: Callable[..., Any] | None = None,
         tick: float | None = None,
         on_commit: Callable[[list[Fact], float], None] | None = None,
         serve_api: bool = False,
@@ -69,7 +66,9 @@ class Daemon:
         self.home = home
         self.controller = controller or open_controller(cfg.controller.url, clock=clock)
         self.clock = clock
-        self.runner_factory = runner_factory
+        #: The threads every provider's scripts run on: a bounded number, however many providers.
+        self.scripts = ScriptPool(cfg.instance.script_workers, name="script")
+        self.runner_factory = runner_factory or self._script_runner
         self.on_commit = on_commit
         self.serve_api = serve_api
         self.snapshots = SnapshotStore.for_controller(home, cfg.controller.url)
@@ -143,6 +142,9 @@ class Daemon:
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
 
+    def _script_runner(self, provider: Any, work_dir: Path, on_result: Callable) -> ScriptRunner:
+        return ScriptRunner(provider, work_dir, on_result, pool=self.scripts)
+
     def _runner(self, provider: Any, work_dir: Path, on_result: Callable[[ScriptResult, Any], None]) -> Any:
         metrics = self.metrics
 
@@ -206,6 +208,7 @@ class Daemon:
         for ref in (self.leases, self.budget, self.journal):
             if ref is not None and ref.is_alive():
                 ref.stop(block=True, timeout=15)
+        self.scripts.close()
         if self.started:
             self.snapshotter.stop()
         self.controller.close()

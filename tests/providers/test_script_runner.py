@@ -490,7 +490,7 @@ def test_threads_start_for_work_and_end_when_idle(script, results, tmp_path, too
     runner = ScriptRunner(cfg, tmp_path / "w", results, idle_exit=0.2)
 
     def threads() -> list[str]:
-        return [t.name for t in threading.enumerate() if t.name.startswith("script-p1-")]
+        return runner.pool.threads()
 
     try:
         assert threads() == [], "no thread before there is work"
@@ -522,3 +522,30 @@ def test_a_run_queued_under_a_lease_does_not_start_once_the_lease_is_gone(script
     refused = results.wait(2)[1]
     assert refused.outcome == "spawn_error" and "lease" in refused.reason
     assert not ran.exists(), "the script must not have run"
+
+
+def test_providers_sharing_a_pool_take_turns(script, results, tmp_path, tools):
+    """One provider with runs queued must not keep another's first run behind all of them."""
+    from providers.pool import ScriptPool
+    from providers.runner import ScriptRunner
+
+    pool = ScriptPool(workers=1, idle_exit=5)
+    gate = tmp_path / "gate"
+    ok = script(f"#!/bin/sh\n{OK_JSON}\n")
+    held = script(f"#!/bin/sh\nwhile [ ! -e {gate} ]; do sleep 0.01; done\n{OK_JSON}\n", name="held")
+    busy = ScriptRunner(tools.provider(held, name="busy", max_concurrent=1), tmp_path / "a", results, pool=pool)
+    quiet = ScriptRunner(tools.provider(ok, name="quiet", max_concurrent=1), tmp_path / "b", results, pool=pool)
+    try:
+        for i in range(3):
+            busy.submit("request", {"template": "T1", "count": 1}, token=f"b{i}", tag=f"busy-{i}")
+        quiet.submit("request", {"template": "T1", "count": 1}, token="q0", tag="quiet-0")
+        gate.touch()  # the first busy run held the only worker until every run was queued
+        done = results.wait(4)
+        assert all(r.outcome == "ok" for r in done)
+        order = [tag for _, tag, _ in results.calls]
+        assert order == ["busy-0", "quiet-0", "busy-1", "busy-2"]
+        assert pool.threads() and len(pool.threads()) == 1
+    finally:
+        busy.stop(wait=3.0)
+        quiet.stop(wait=3.0)
+        pool.close()

@@ -30,3 +30,23 @@ def test_a_joining_subscriber_has_the_demand_before_it_is_told_it_caught_up(tmp_
     finally:
         journal.stop()
         controller.close()
+
+
+def test_each_subscriber_gets_its_providers_facts_and_the_common_ones_in_log_order():
+    """The journal splits a batch once; every share must equal filtering the batch fact by fact."""
+    import random
+
+    from actors.journal import _Shares
+
+    rng = random.Random(7)
+    names = ["", "a", "b", "c", "d"]
+    facts = [make_fact(UsageObserved(resource="r", in_use=i), provider=rng.choice(names), seq=i + 1)
+             for i in range(300)]
+    shares = _Shares(facts)
+    for wanted in (None, frozenset(), frozenset({"a"}), frozenset({"b", "d"}), frozenset({"x"}),
+                   frozenset({"a", "b", "c", "d", "x", "y"})):
+        expected = [f for f in facts if wanted is None or not f.provider or f.provider in wanted]
+        assert shares.of(wanted) == expected, wanted
+    only_a = [f for f in facts if f.provider == "a"]
+    assert _Shares(only_a).of(frozenset({"a"})) == only_a
+    assert _Shares(only_a).of(frozenset({"b"})) == []
