@@ -4,8 +4,8 @@ It answers the planner's ``Review`` with the orders clamped so that what is
 held plus what is on its way plus the new orders stays within every global
 cap (hosts, units, cost per hour, spend per period), each clamp cut to the
 provider's granularity. The math is ``policy.rounds.review_orders`` (the
-same the simulator runs); this actor only keeps its own projection of the
-facts to measure usage against.
+same the simulator runs); this actor only reads a projection of the facts
+to measure usage against (the daemon's shared one, or its own).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from actors.base import Actor, handles
 from actors.journal import Restored
 from messages.commands import CaughtUp, Committed, DemandChanged, HostEvents, Review, Reviewed, Subscribe, Tick
-from persistence.projection import Projection
+from persistence.shared import SharedProjection
 from policy.rounds import review_orders
 from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
 
@@ -33,23 +33,26 @@ class BudgetActor(Actor):
         clock: Callable[[], float] = time.time,
         policy: PolicyConfig | None = None,
         providers: Sequence[ProviderConfig] = (),
+        shared: SharedProjection | None = None,
     ) -> None:
+        """``shared``: the journal's projection of every fact, read instead of keeping one here."""
         super().__init__()
         self.journal = journal
         self.clock = clock
         self.settings = (policy or PolicyConfig()).settings(budget, providers)
-        self.p = Projection()
+        self.view = shared or SharedProjection()
+        self.shared = shared is not None
 
     def on_start(self) -> None:
-        self.journal.tell(Subscribe(ref=self.actor_ref))
+        self.journal.tell(Subscribe(ref=self.actor_ref, shared=self.shared))
 
     @handles(Restored)
     def _restored(self, msg: Restored) -> None:
-        self.p = msg.projection()
+        self.view.restore(msg.projection())
 
     @handles(Committed)
     def _committed(self, msg: Committed) -> None:
-        self.p.apply_all(msg.facts)
+        self.view.apply_all(msg.facts)
 
     @handles(CaughtUp)
     def _caught_up(self, _: CaughtUp) -> None:
@@ -69,7 +72,8 @@ class BudgetActor(Actor):
 
     @handles(Review)
     def _review(self, msg: Review) -> None:
-        approved, clamps = review_orders(msg.orders, self.p, self.clock(), self.settings)
+        with self.view.reading() as p:
+            approved, clamps = review_orders(msg.orders, p, self.clock(), self.settings)
         for c in clamps:
             log.info("budget: %s by %s", c.detail, c.limit)
         msg.reply_to.tell(Reviewed(orders=approved, clamps=[(c.limit, c.detail) for c in clamps]))

@@ -42,6 +42,7 @@ from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
 from persistence.port import Changes, Controller
 from persistence.projection import Projection
+from persistence.shared import SharedProjection
 from persistence.snapshot import Snapshot, SnapshotStore
 
 log = logging.getLogger(__name__)
@@ -78,10 +79,35 @@ class Restored(ActorMessage):
         return self.snapshot.projection()
 
 
+class _SharedFeed:
+    """The subscriber that feeds the shared projection, on the journal's own thread.
+
+    It answers ``tell`` like an actor reference, so the journal replays to it
+    and keeps it fed along with its actors, but it acts at once. Joined first,
+    it is told first: the projection holds a batch before any actor hears of it.
+    """
+
+    def __init__(self, shared: SharedProjection) -> None:
+        self.shared = shared
+
+    def __repr__(self) -> str:
+        return "the shared projection"
+
+    def tell(self, msg: Any) -> None:
+        if isinstance(msg, Committed):
+            self.shared.apply_all(msg.facts, replay=msg.replay)
+        elif isinstance(msg, Restored):
+            self.shared.restore(msg.projection())
+        elif isinstance(msg, CaughtUp):
+            self.shared.replayed(msg.seq)
+
+
 @dataclass
 class _Subscriber:
     ref: Any
     providers: frozenset[str] | None
+    #: It reads the shared projection: no facts are sent to it, only what is not a fact.
+    shared: bool = False
 
 
 class _Shares:
@@ -123,8 +149,13 @@ class JournalActor(Actor):
         max_batch: int = 2_000,
         snapshots: SnapshotStore | None = None,
         snapshot: Snapshot | None = None,
+        shared: SharedProjection | None = None,
     ) -> None:
-        """``snapshot``: one the caller already loaded from ``snapshots``, to spare decoding it twice."""
+        """``snapshot``: one the caller already loaded from ``snapshots``, to spare decoding it twice.
+
+        ``shared``: a projection of every fact that this journal keeps fed, for subscribers that
+        subscribe with ``shared=True``; it is applied to before any subscriber is told of a fact.
+        """
         super().__init__()
         self.controller = controller
         self.snapshots = snapshots
@@ -139,9 +170,12 @@ class JournalActor(Actor):
         #: subscribers waiting for their replay, served together by the next ``_Replay``
         self.joining: list[_Subscriber] = []
         self.replay_queued = False
+        self.shared = shared
 
     def on_start(self) -> None:
         self.delivered = self.controller.last_seq()
+        if self.shared is not None:
+            self._join(_Subscriber(ref=_SharedFeed(self.shared), providers=None))
 
     # --- writing -----------------------------------------------------------------
 
@@ -234,6 +268,8 @@ class JournalActor(Actor):
         self.delivered = max(self.delivered, facts[-1].seq or 0)
         shares = _Shares(facts)
         for sub in list(self.subscribers):
+            if sub.shared:
+                continue
             wanted = shares.of(sub.providers)
             if wanted:
                 self._tell(sub.ref, Committed(facts=wanted))
@@ -249,9 +285,14 @@ class JournalActor(Actor):
 
     @handles(Subscribe)
     def _subscribe(self, msg: Subscribe) -> None:
-        self.joining.append(
-            _Subscriber(ref=msg.ref, providers=frozenset(msg.providers) if msg.providers is not None else None)
-        )
+        if msg.shared and self.shared is None:
+            log.error("journal: %s wants the shared projection, which this journal does not keep", msg.ref)
+            return
+        providers = frozenset(msg.providers) if msg.providers is not None else None
+        self._join(_Subscriber(ref=msg.ref, providers=providers, shared=msg.shared))
+
+    def _join(self, sub: _Subscriber) -> None:
+        self.joining.append(sub)
         if not self.replay_queued:
             self.replay_queued = True
             self.actor_ref.tell(_Replay())
@@ -266,19 +307,21 @@ class JournalActor(Actor):
         self.replay_queued = False
         joining, self.joining = self.joining, []
         self._catch_up()
+        # Subscribers that read the shared projection need no history of their own.
+        readers = [sub for sub in joining if not sub.shared]
         try:
-            snapshot = self._snapshot()
-            after = 0
+            snapshot = self._snapshot() if readers else None
+            after = 0 if readers else self.delivered
             if snapshot is not None:
                 after = snapshot.seq
-                for sub in joining:
+                for sub in readers:
                     self._tell(sub.ref, Restored(snapshot=snapshot.part(sub.providers)))
             while after < self.delivered:
                 facts = [f for f in self.controller.read(after=after, limit=CHUNK) if (f.seq or 0) <= self.delivered]
                 if not facts:
                     break
                 shares = _Shares(facts)
-                for sub in joining:
+                for sub in readers:
                     wanted = shares.of(sub.providers)
                     if wanted:
                         self._tell(sub.ref, Committed(facts=wanted, replay=True))

@@ -24,6 +24,7 @@ from lease.port import ControllerUnavailable, Lease
 from messages.commands import Append, LeaseRevoked, Tick
 from messages.facts import LeaseChanged, make_fact
 from persistence.port import Controller
+from persistence.shared import SharedProjection
 from provisioner.config import Config
 
 log = logging.getLogger(__name__)
@@ -76,8 +77,11 @@ class LeaseActor(Actor):
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         start_role: Callable[[str, Lease, Revocation], Any] | None = None,
+        shared: SharedProjection | None = None,
     ) -> None:
         super().__init__()
+        #: The journal's projection of every fact, for the planner to read.
+        self.shared = shared
         #: Starts the actor that runs under a role's lease; tests give a fake.
         self.start_role = start_role or self._start_role
         self.cfg = cfg
@@ -185,7 +189,7 @@ class LeaseActor(Actor):
         if name == PLANNER:
             return PlannerActor.start(lease, revoked, self.journal, self.budget, self.actor_ref,
                                       self.cfg.policy, clock=self.clock, caps=self.cfg.budget,
-                                      provider_configs=self.cfg.providers)
+                                      provider_configs=self.cfg.providers, shared=self.shared)
         pcfg = self.cfg.provider(name.split(":", 1)[1])
         assert pcfg is not None, "config validation guarantees served providers exist"
         return ProviderActor.start(

@@ -34,7 +34,7 @@ from messages.commands import (
 )
 from messages.demand import DemandSnapshot
 from messages.facts import Fact, Order, make_fact
-from persistence.projection import Projection
+from persistence.shared import SharedProjection
 from policy.catalog import Catalog
 from policy.rounds import Proposal, catalog_for, outcome, propose
 from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
@@ -54,7 +54,9 @@ class PlannerActor(Actor):
         clock: Callable[[], float] = time.time,
         caps: BudgetConfig | None = None,
         provider_configs: Sequence[ProviderConfig] = (),
+        shared: SharedProjection | None = None,
     ) -> None:
+        """``shared``: the journal's projection of every fact, read instead of keeping one here."""
         super().__init__()
         self.lease = lease
         self.revoked = revoked
@@ -66,7 +68,8 @@ class PlannerActor(Actor):
         #: cannot take under a cap spills to the next; the budget review stays the last word.
         self.settings = policy.settings(caps, provider_configs)
         self.clock = clock
-        self.p = Projection()
+        self.view = shared or SharedProjection()
+        self.shared = shared is not None
         self.demand: DemandSnapshot | None = None
         self.ready = False
         #: None when idle; "review", "write", or "retry" (the last write's outcome is unknown).
@@ -79,18 +82,18 @@ class PlannerActor(Actor):
         self.catalog: Catalog | None = None
 
     def on_start(self) -> None:
-        self.journal.tell(Subscribe(ref=self.actor_ref))
+        self.journal.tell(Subscribe(ref=self.actor_ref, shared=self.shared))
 
     def on_stop(self) -> None:
         self.journal.tell(Unsubscribe(ref=self.actor_ref))
 
     @handles(Restored)
     def _restored(self, msg: Restored) -> None:
-        self.p = msg.projection()
+        self.view.restore(msg.projection())
 
     @handles(Committed)
     def _committed(self, msg: Committed) -> None:
-        self.p.apply_all(msg.facts)
+        self.view.apply_all(msg.facts)
 
     @handles(CaughtUp)
     def _caught_up(self, _: CaughtUp) -> None:
@@ -119,8 +122,9 @@ class PlannerActor(Actor):
         if not self.ready or self.waiting or self.revoked.is_set():
             return
         self.last_plan = now
-        self.catalog = catalog_for(self.catalog, self.p.providers)
-        self.proposal = propose(self.demand, self.p, now, self.settings, self.policy.idle_time, self.catalog)
+        with self.view.reading() as p:
+            self.catalog = catalog_for(self.catalog, p.providers)
+            self.proposal = propose(self.demand, p, now, self.settings, self.policy.idle_time, self.catalog)
         if not self.proposal.orders:
             self._write([], [])
             return
@@ -138,8 +142,9 @@ class PlannerActor(Actor):
         if self.revoked.is_set() or self.proposal is None:
             return
         lease = dict(lease=self.lease.name, fence=self.lease.fence, now=self.clock())
-        facts = [make_fact(payload, provider=provider, **lease)
-                 for provider, payload in outcome(self.proposal, approved, clamps, self.p.decisions)]
+        with self.view.reading() as p:
+            facts = [make_fact(payload, provider=provider, **lease)
+                     for provider, payload in outcome(self.proposal, approved, clamps, p.decisions)]
         if facts:
             self._send(facts)
 

@@ -38,6 +38,9 @@ class Subscribe(ActorMessage):
     ref: Any
     #: Only facts of these providers (plus global facts); None for all.
     providers: list[str] | None = None
+    #: It reads the journal's shared projection instead: sent no facts, only the rest
+    #: (``CaughtUp`` once that projection holds everything before it, demand, host events).
+    shared: bool = False
 
 
 class Unsubscribe(ActorMessage):

@@ -1,6 +1,7 @@
 """The composition root: start the actors in dependency order, stop them in reverse.
 
-journal (the only writer) -> budget -> lease actor (which starts the planner
+journal (the only writer, which also keeps the one projection of every fact
+that the planner and the budget read) -> budget -> lease actor (which starts the planner
 and one actor per owned provider) -> ticker and tailer (the two threads that
 turn time and the controller's changes into messages) -> the REST API, whose
 socket is bound before anything else starts so a taken port fails at once.
@@ -34,6 +35,7 @@ from messages.facts import Fact
 from messages.scripts import ScriptResult
 from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
+from persistence.shared import SharedProjection
 from persistence.snapshot import SnapshotStore
 from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
@@ -99,12 +101,14 @@ class Daemon:
                 return self
             cursor, snapshot = begun
         c = self.controller
+        shared = SharedProjection()
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
-                                          snapshot=snapshot)
+                                          snapshot=snapshot, shared=shared)
         self.budget = BudgetActor.start(self.journal, self.cfg.budget, clock=self.clock, policy=self.cfg.policy,
-                                        providers=self.cfg.providers)
+                                        providers=self.cfg.providers, shared=shared)
         self.leases = LeaseActor.start(
-            self.cfg, c, self.journal, self.budget, self.ticker, self._runner, self.home, clock=self.clock
+            self.cfg, c, self.journal, self.budget, self.ticker, self._runner, self.home, clock=self.clock,
+            shared=shared,
         )
         self.ticker.add(self.leases)
         self.ticker.add(self.budget)

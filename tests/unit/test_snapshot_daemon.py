@@ -12,7 +12,6 @@ from actors.base import Ping
 from actors.journal import JournalActor, Restored
 from messages.commands import CaughtUp, Committed, Subscribe
 from persistence.controller import open_controller
-from persistence.projection import Projection
 from persistence.snapshot import SnapshotStore
 from provisioner.config import Config
 from provisioner.daemon import Daemon
@@ -127,12 +126,12 @@ def test_a_daemon_writes_a_snapshot_at_stop_and_its_successor_starts_from_it(tmp
     daemon = Daemon(cfg, tmp_path / "home").start()
     try:
         daemon.budget.ask(Ping(), timeout=10)
-        p: Projection = daemon.budget.proxy().p.get(timeout=10)
+        view = daemon.budget.proxy().view.get(timeout=10)  # the journal's shared projection
         deadline = time.monotonic() + 10
-        while p.seq < controller.last_seq() and time.monotonic() < deadline:
+        while view.projection.seq < controller.last_seq() and time.monotonic() < deadline:
             time.sleep(0.02)
-            p = daemon.budget.proxy().p.get(timeout=10)
-        assert state(p) == state(replay(controller))
+        with view.reading() as p:
+            assert state(p) == state(replay(controller))
     finally:
         daemon.stop()
     assert "loaded seq" in caplog.text
