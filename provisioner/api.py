@@ -272,7 +272,9 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         log.info("api: %s put demand %d (%d items)", caller.name, stored.seq, len(stored.items))
         return stored
 
-    @app.post("/v1/hosts/{name:path}/events", response_model=HostEventOut, responses=_AUTH, tags=["demand"])
+    # A name with a line break matches no route at all (the path pattern stops at it): 404.
+    @app.post("/v1/hosts/{name:path}/events", response_model=HostEventOut, tags=["demand"],
+              responses={**_AUTH, 404: {"model": Error, "description": "the path holds a line break: no host"}})
     def host_event(caller: Scheduler, name: Annotated[str, Path(max_length=200, pattern=HOST_NAME)],
                    body: HostEventBody) -> dict[str, Any]:
         """A host joined the cluster, went idle or became busy (``name`` as the provider reported it)."""
