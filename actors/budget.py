@@ -48,7 +48,7 @@ class BudgetActor(Actor):
 
     @handles(Restored)
     def _restored(self, msg: Restored) -> None:
-        self.view.restore(msg.projection())
+        self.view.restore(msg.snapshot)
 
     @handles(Committed)
     def _committed(self, msg: Committed) -> None:

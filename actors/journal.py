@@ -97,7 +97,7 @@ class _SharedFeed:
         if isinstance(msg, Committed):
             self.shared.apply_all(msg.facts, replay=msg.replay)
         elif isinstance(msg, Restored):
-            self.shared.restore(msg.projection())
+            self.shared.restore(msg.snapshot)
         elif isinstance(msg, CaughtUp):
             self.shared.replayed(msg.seq)
 

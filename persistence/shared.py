@@ -1,30 +1,44 @@
-"""The daemon's one projection of every provider's facts, shared by the actors that read them all.
+"""The daemon's one projection of every fact, shared by everything that reads them all.
 
-The planner and the budget both read every fact. Each keeping its own copy
-cost a full projection apiece (about 90 MiB per 100,000 instances). Here the
-journal applies each fact once, on its own thread, before it tells anyone the
-fact was committed (so a writer still sees its own facts before its reply),
-and readers hold ``lock`` while they read. Provider actors keep their own
-small projections: each reads only its provider's facts.
+The planner, the budget and the REST read model all read every fact. Each
+keeping its own copy cost a full projection apiece (about 90 MiB per 100,000
+instances). Here one projection serves them: the journal applies each fact
+on its own thread before it tells anyone the fact was committed (so a writer
+still sees its own facts before its reply), the read model may catch it up
+from the controller for a fresher view, and readers hold ``lock`` while they
+read. A fact reaching it twice (from the journal and from the read model) is
+applied once: the projection skips what its seq says it has.
+
+Provider actors keep their own small projections: each reads only its
+provider's facts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator
+from collections import Counter
+from typing import Any, Iterator, Sequence
 
 from persistence.projection import Projection, pause_gc, resume_gc
 
 
 class SharedProjection:
-    def __init__(self, projection: Projection | None = None) -> None:
-        self.projection = projection or Projection()
-        #: Held by the journal while it applies facts and by each reader while it reads.
+    def __init__(self) -> None:
+        self.projection = Projection()
+        #: Held while facts are applied and while a reader reads.
         self.lock = threading.RLock()
-        #: The seq it had caught up to when its replay ended; 0 until then.
+        #: Facts applied so far, by kind (the whole log's count once caught up, a snapshot's included).
+        self.counts: Counter[str] = Counter()
+        #: The id of the fact at ``seq`` (a snapshot names it to prove which log it belongs to).
+        self.fact_id = ""
+        #: The seq the journal's replay ended at; 0 until then.
         self.caught_up = 0
         self._replaying = False
+
+    @property
+    def seq(self) -> int:
+        return self.projection.seq
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[Projection]:
@@ -32,17 +46,30 @@ class SharedProjection:
         with self.lock:
             yield self.projection
 
-    def restore(self, projection: Projection) -> None:
+    def restore(self, snapshot: Any) -> bool:
+        """Start from a snapshot, unless the projection already holds more; True if it did."""
         with self.lock:
-            self.projection = projection
+            if snapshot.seq <= self.projection.seq:
+                return False
+            self.projection = snapshot.projection()
+            self.counts = Counter(snapshot.counts)
+            self.fact_id = snapshot.fact_id
+            return True
 
-    def apply_all(self, facts: list[Any], replay: bool = False) -> None:
+    def apply_all(self, facts: Sequence[Any], replay: bool = False) -> None:
+        """Apply committed facts in seq order; those already applied are skipped."""
         if replay and not self._replaying:
             # A replay builds many long-lived records in one go: no collector scans meanwhile.
             self._replaying = True
             pause_gc()
         with self.lock:
-            self.projection.apply_all(facts)
+            seq = self.projection.seq
+            fresh = [f for f in facts if (f.seq or 0) > seq] if facts and (facts[0].seq or 0) <= seq else facts
+            if not fresh:
+                return
+            self.projection.apply_all(fresh)
+            self.counts.update(f.kind for f in fresh)
+            self.fact_id = fresh[-1].id
 
     def replayed(self, seq: int) -> None:
         self.caught_up = seq

@@ -1,8 +1,8 @@
 """The composition root: start the actors in dependency order, stop them in reverse.
 
 journal (the only writer, which also keeps the one projection of every fact
-that the planner and the budget read) -> budget -> lease actor (which starts the planner
-and one actor per owned provider) -> ticker and tailer (the two threads that
+that the planner, the budget and the REST read model share) -> budget ->
+lease actor (which starts the planner and one actor per owned provider) -> ticker and tailer (the two threads that
 turn time and the controller's changes into messages) -> the REST API, whose
 socket is bound before anything else starts so a taken port fails at once.
 
@@ -74,7 +74,9 @@ class Daemon:
         self.on_commit = on_commit
         self.serve_api = serve_api
         self.snapshots = SnapshotStore.for_controller(home, cfg.controller.url)
-        self.read_model = ReadModel(self.controller, self.snapshots)
+        #: The one projection of every fact: the journal feeds it, the planner, budget and REST read it.
+        self.shared = SharedProjection()
+        self.read_model = ReadModel(self.controller, self.snapshots, self.shared)
         self.snapshotter = Snapshotter(self.read_model, self.controller)
         self.metrics = Metrics(self.read_model, self.controller, cfg, clock)
         self.audit = AuditLog(home / "audit.log")
@@ -101,7 +103,7 @@ class Daemon:
                 return self
             cursor, snapshot = begun
         c = self.controller
-        shared = SharedProjection()
+        shared = self.shared
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
                                           snapshot=snapshot, shared=shared)
         self.budget = BudgetActor.start(self.journal, self.cfg.budget, clock=self.clock, policy=self.cfg.policy,
@@ -118,7 +120,6 @@ class Daemon:
         self.ticker.start()
         if server is not None:
             self.read_model.start_from(snapshot)
-            self.read_model.refresh()
             self.api = server.start()
         self.snapshotter.start()
         self.started = True

@@ -6,13 +6,13 @@ read model: the same rows either way, so scripts see one shape.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from lease.port import Lease
-from messages.facts import Fact
 from messages.states import GRANT, INSTANCE, REQUEST
 from persistence.port import Controller
 from persistence.projection import Projection, bulk
+from persistence.shared import SharedProjection
 from policy.costs import costs as policy_costs
 from policy.costs import instance_cost as _instance_cost
 
@@ -25,16 +25,14 @@ def replay(controller: Controller) -> Projection:
     return p
 
 
-def catch_up(p: Projection, controller: Controller, seen: Callable[[list[Fact]], None] | None = None) -> int:
-    """Apply every fact after ``p.seq``; returns how many were read (``seen`` gets each page)."""
+def catch_up(p: Projection | SharedProjection, controller: Controller) -> int:
+    """Apply every fact after ``p.seq``; returns how many were read."""
     read = 0
     with bulk():
         while True:
             facts = controller.read(after=p.seq, limit=PAGE)
             p.apply_all(facts)
             read += len(facts)
-            if seen is not None and facts:
-                seen(facts)
             if len(facts) < PAGE:
                 return read
 
