@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import sys
 import threading
 from collections import deque
 from typing import Iterator
@@ -273,7 +274,8 @@ class Projection:
             rec.outcome = p.outcome
 
     def _instance_seen(self, fact: Fact, p: InstanceSeen) -> None:
-        key = f"{fact.provider}/{p.machine_id}"
+        # Interned: one string per instance for every index here and in every other projection.
+        key = sys.intern(f"{fact.provider}/{p.machine_id}")
         if key in self.instances:
             return
         req = self.requests.get(p.request_id)
@@ -297,10 +299,11 @@ class Projection:
         self.instances[key] = rec
         self.instance_states.setdefault(p.state, {})[key] = None
         if p.name:
-            self.by_name[f"{fact.provider}/{p.name}"] = key
+            self.by_name[sys.intern(f"{fact.provider}/{p.name}")] = key
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
-        rec = self.instances[f"{fact.provider}/{p.machine_id}"]
+        key = sys.intern(f"{fact.provider}/{p.machine_id}")
+        rec = self.instances[key]
         if p.event_seq is not None:
             self.host_event_seq[fact.provider] = max(self.host_event_seq.get(fact.provider, 0), p.event_seq)
         if p.state == rec.state:
@@ -311,15 +314,15 @@ class Projection:
             return
         before = rec.state
         rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
-        self.instance_states.get(before, {}).pop(rec.key, None)
-        self.instance_states.setdefault(p.state, {})[rec.key] = None
+        self.instance_states.get(before, {}).pop(key, None)
+        self.instance_states.setdefault(p.state, {})[key] = None
         if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
             rec.joined_at = fact.time
         if p.state in ("return_planned", "returning") and p.request_id:
             rec.return_request_id = p.request_id
         if p.state in INSTANCE.terminal:
             rec.ended_at = fact.time
-            self.live_instances.pop(rec.key, None)
+            self.live_instances.pop(key, None)
         if p.reason:
             rec.reason = p.reason
 

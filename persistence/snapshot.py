@@ -309,7 +309,7 @@ class Snapshot:
                 setattr(p, name, dict.fromkeys(keys))
             p.instance_states = {s: dict.fromkeys(keys) for s, keys in self.instance_states.items()}
             # Names are never reassigned and instances never dropped: the last instance seen under a name wins.
-            p.by_name = {f"{i.provider}/{i.name}": key for key, i in p.instances.items() if i.name}
+            p.by_name = {sys.intern(f"{i.provider}/{i.name}"): key for key, i in p.instances.items() if i.name}
             p.host_event_seq = dict(self.host_event_seq)
             p.decisions.extend(starmap(DecisionRecord, self.decisions))
             p.budget_events.extend(self.budget_events)
