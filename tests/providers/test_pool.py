@@ -32,6 +32,7 @@ def test_no_more_workers_than_allowed_however_many_turns_wait():
         for _ in range(10):
             pool.put(turn)
         assert len(pool.threads()) == 2
+        _wait(cond, lambda: state["now"] == 2)  # both workers busy, eight turns waiting
         gate.set()
         _wait(cond, lambda: state["done"] == 10)
         assert state["most"] == 2
