@@ -30,6 +30,7 @@ from provisioner.config import Config
 log = logging.getLogger(__name__)
 
 PLANNER = "planner"
+ACQUIRE_BATCH = 100
 
 
 class Revocation:
@@ -94,6 +95,8 @@ class LeaseActor(Actor):
         self.clock = clock
         self.monotonic = monotonic
         self.holder = cfg.instance.id
+        #: Leases asked for in one call: a thousand providers take ten calls, not a thousand.
+        self.acquire_batch = ACQUIRE_BATCH
         self.held: dict[str, _Held] = {}
         self.last_round = float("-inf")
         roles = [f"provider:{p}" for p in cfg.instance.serves]
@@ -129,18 +132,25 @@ class LeaseActor(Actor):
     def _round(self, dropped: frozenset[str] | set[str] = frozenset()) -> None:
         self.last_round = self.monotonic()
         ttl = self.cfg.lease.ttl
-        dropped = dropped | self._renew(ttl)
-        for name in self.roles:
-            if name in self.held or name in dropped:
-                continue  # a lease lost this round is asked for again next round, after its actor stopped
+        dropped = set(dropped) | self._renew(ttl)
+        # A lease lost this round is asked for again next round, after its actor stopped.
+        wanted = [name for name in self.roles if name not in self.held and name not in dropped]
+        for at in range(0, len(wanted), self.acquire_batch):
+            if at and self.monotonic() - self.last_round >= self.cfg.lease.renew_every:
+                # Starting a thousand actors takes a while: the first leases of a long round must
+                # not run out before it ends.
+                self.last_round = self.monotonic()
+                dropped |= self._renew(ttl)
+            batch = [name for name in wanted[at:at + self.acquire_batch] if name not in dropped]
             started = self.monotonic()
             try:
-                lease = self.controller.leases.acquire(name, self.holder, ttl)
+                leases = self.controller.leases.acquire_all(batch, self.holder, ttl)
             except ControllerUnavailable as exc:
-                log.warning("lease %s: controller unreachable: %s", name, exc)
-                continue
-            if lease is not None:
-                self._start(name, lease, started)
+                log.warning("leases: controller unreachable, %d not acquired: %s", len(batch), exc)
+                return
+            for name, lease in zip(batch, leases):
+                if lease is not None:
+                    self._start(name, lease, started)
 
     def _renew(self, ttl: float) -> set[str]:
         """Renew every lease held, in one call: a thousand providers are one round trip.

@@ -139,6 +139,10 @@ class EtcdLeases:
             kv = _first(result)
         return None
 
+    def acquire_all(self, names: list[str], holder: str, ttl: float) -> list[Lease | None]:
+        # Each key has its own compare-and-create (a fence is its key's create revision).
+        return [self.acquire(name, holder, ttl) for name in names]
+
     def renew(self, lease: Lease, ttl: float) -> Lease | None:
         _check_ttl(ttl)
         left = lease.expires_at - self._clock()

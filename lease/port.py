@@ -42,6 +42,13 @@ class LeasePort(Protocol):
         fence larger than every earlier grant of that name.
         """
 
+    def acquire_all(self, names: list[str], holder: str, ttl: float) -> list[Lease | None]:
+        """``acquire`` for each name, in order, in one round trip where the backend can.
+
+        A daemon starting with a thousand providers asks for a thousand
+        leases; one by one, that took it most of a minute.
+        """
+
     def renew(self, lease: Lease, ttl: float) -> Lease | None:
         """Extend a lease still held under the same fence; None if it expired or was lost.
 

@@ -150,27 +150,35 @@ class SqliteLeases:
         db.ensure_schema({"leases": _LEASE_SCHEMA})
 
     def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
-        _check_name(name, "lease name")
+        return self.acquire_all([name], holder, ttl)[0]
+
+    def acquire_all(self, names: list[str], holder: str, ttl: float) -> list[Lease | None]:
+        for name in names:
+            _check_name(name, "lease name")
         _check_name(holder, "lease holder")
         _check_ttl(ttl)
+        if not names:
+            return []
         with self._db.write() as conn:
             now = self._clock()
-            row = conn.execute(
-                "SELECT holder, fence, expires_at FROM leases WHERE name = ?", (name,)
-            ).fetchone()
-            if row is not None and _held(row[0], row[2], now):
-                if row[0] != holder:
-                    return None
-                fence = row[1]
-            else:
-                fence = (row[1] if row is not None else 0) + 1
-            conn.execute(
-                "INSERT INTO leases (name, holder, fence, expires_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET"
-                " holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at",
-                (name, holder, fence, now + ttl),
-            )
-            return Lease(name=name, holder=holder, fence=fence, expires_at=now + ttl)
+            return [self._grant(conn, name, holder, now, ttl) for name in names]
+
+    @staticmethod
+    def _grant(conn: sqlite3.Connection, name: str, holder: str, now: float, ttl: float) -> Lease | None:
+        row = conn.execute("SELECT holder, fence, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
+        if row is not None and _held(row[0], row[2], now):
+            if row[0] != holder:
+                return None
+            fence = row[1]
+        else:
+            fence = (row[1] if row is not None else 0) + 1
+        conn.execute(
+            "INSERT INTO leases (name, holder, fence, expires_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET"
+            " holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at",
+            (name, holder, fence, now + ttl),
+        )
+        return Lease(name=name, holder=holder, fence=fence, expires_at=now + ttl)
 
     def renew(self, lease: Lease, ttl: float) -> Lease | None:
         return self.renew_all([lease], ttl)[0]

@@ -94,9 +94,6 @@ def _config(tmp: Path, url: str, providers: list[str]) -> Path:
         "instance": {"id": "rss", "serves": providers, "planner": True},
         "controller": {"url": url},
         "api": {"listen": f"127.0.0.1:{free_port()}"},
-        # Taking a thousand leases one by one, each provider then replaying its part of the log,
-        # outlasts the default TTL on this machine: this bench gives them room (see README).
-        "lease": {"ttl": "300s", "renew_every": "60s"},
         "providers": [{"name": name, "kind": "hosts", "script": {"style": "v2", "path": str(script)}}
                       for name in providers],
         "home": str(tmp / "home"),

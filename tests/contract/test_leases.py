@@ -165,3 +165,20 @@ def test_renew_all_renews_each_held_lease_and_refuses_the_lost_ones(controller: 
     assert controller.leases.get("provider:a") == renewed[0]
     assert controller.leases.get("provider:b") is None, "the other holder's lease was not extended by d1's call"
     assert controller.leases.renew_all([], ttl=10) == []
+
+
+def test_acquire_all_grants_the_free_ones_and_refuses_those_held_by_another(
+    controller: Controller, clock: FakeClock
+) -> None:
+    mine = controller.leases.acquire("provider:a", "d1", ttl=10)
+    theirs = controller.leases.acquire("provider:b", "d2", ttl=10)
+    expired = controller.leases.acquire("provider:c", "d2", ttl=2)
+    assert mine is not None and theirs is not None and expired is not None
+    clock.advance(3)
+    got = controller.leases.acquire_all(["provider:a", "provider:b", "provider:c", "provider:d"], "d1", ttl=10)
+    assert [lease.name if lease else None for lease in got] == ["provider:a", None, "provider:c", "provider:d"]
+    assert got[0] is not None and got[0].fence == mine.fence, "asking again while holding it keeps the fence"
+    assert got[2] is not None and got[2].fence > expired.fence, "an expired lease is granted anew, under a higher fence"
+    assert all(lease.holder == "d1" and lease.expires_at == clock.now + 10 for lease in got if lease)
+    assert controller.leases.get("provider:b") == theirs
+    assert controller.leases.acquire_all([], "d1", ttl=10) == []

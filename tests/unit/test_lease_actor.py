@@ -137,3 +137,24 @@ def test_a_mandate_run_out_between_rounds_is_given_up_and_asked_for_only_next_ro
     rounds(b, clock, 1.0)
     assert held(b) == ROLES
     assert len(started) == 6
+
+
+def test_a_long_round_renews_the_leases_it_took_first_before_taking_more(world) -> None:
+    """A thousand actors starting take a while: the first leases must not run out within the round."""
+    clock, controller = world
+    b, started = lease_actor(world, "b")
+    b.acquire_batch = 1
+    slow = b.start_role
+
+    def start_slowly(name: str, lease: Lease, revoked: Revocation) -> Role:
+        clock.now += 1.5  # each actor takes 1.5 s to start: the round outlasts ttl - renew_every/2
+        return slow(name, lease, revoked)
+
+    b.start_role = start_slowly
+    b._round()
+    assert held(b) == ROLES
+    assert not any(r.revoked.is_set() for r in started), "no mandate ran out during the round"
+    first = controller.leases.get(started[0].name)
+    assert first is not None and first.expires_at > started[0].lease.expires_at, "renewed mid-round"
+    rounds(b, clock, 2.0)
+    assert held(b) == ROLES and not any(r.stopped for r in started)
