@@ -94,12 +94,15 @@ class _SharedFeed:
         return "the shared projection"
 
     def tell(self, msg: Any) -> None:
-        if isinstance(msg, Committed):
-            self.shared.apply_all(msg.facts, replay=msg.replay)
-        elif isinstance(msg, Restored):
-            self.shared.restore(msg.snapshot)
-        elif isinstance(msg, CaughtUp):
-            self.shared.replayed(msg.seq)
+        try:
+            if isinstance(msg, Committed):
+                self.shared.apply_all(msg.facts, replay=msg.replay)
+            elif isinstance(msg, Restored):
+                self.shared.restore(msg.snapshot)
+            elif isinstance(msg, CaughtUp):
+                self.shared.replayed(msg.seq)
+        except Exception:  # the actors after it must still hear of the batch
+            log.exception("journal: the shared projection failed to take %s", type(msg).__name__)
 
 
 @dataclass

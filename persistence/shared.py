@@ -64,7 +64,9 @@ class SharedProjection:
             pause_gc()
         with self.lock:
             seq = self.projection.seq
-            fresh = [f for f in facts if (f.seq or 0) > seq] if facts and (facts[0].seq or 0) <= seq else facts
+            fresh = facts
+            if facts and facts[0].seq is not None and facts[0].seq <= seq:
+                fresh = [f for f in facts if f.seq is None or f.seq > seq]
             if not fresh:
                 return
             self.projection.apply_all(fresh)

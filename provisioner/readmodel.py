@@ -49,13 +49,17 @@ class ReadModel:
             self.snapshot_seq = max(self.snapshot_seq, snapshot.seq)
 
     def refresh(self) -> int:
-        """Read the facts committed since the last refresh; returns how many there were."""
-        with self.shared.lock:
-            return self._refresh()
+        """Read the facts committed since the last refresh; returns how many there were.
 
-    def _refresh(self) -> int:
+        The controller is read outside the lock, which is taken per page to
+        apply it: a slow controller must not hold up the journal, which
+        applies under the same lock.
+        """
         if not self._started:
-            self._restore(self.snapshots.load(self.controller) if self.snapshots is not None else None)
+            snapshot = self.snapshots.load(self.controller) if self.snapshots is not None else None
+            with self.shared.lock:
+                if not self._started:
+                    self._restore(snapshot)
         return catch_up(self.shared, self.controller)
 
     @property
@@ -66,8 +70,8 @@ class ReadModel:
     @contextlib.contextmanager
     def current(self) -> Iterator[Projection]:
         """The projection brought up to date, held still while the caller reads it."""
+        self.refresh()
         with self.shared.lock:
-            self._refresh()
             yield self.shared.projection
 
     @property
@@ -83,8 +87,8 @@ class ReadModel:
         if self.snapshots is None:
             return None
         with self._writing:
+            self.refresh()
             with self.shared.lock:
-                self._refresh()
                 seq, fact_id = self.shared.seq, self.shared.fact_id
                 if seq == self.snapshot_seq:
                     return None
