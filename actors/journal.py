@@ -8,6 +8,11 @@ its own facts in its projection before it gets the ``Appended`` reply (pykka
 delivers one sender's messages in order). The tailer's batches go the same
 way; facts already delivered are skipped by seq.
 
+With a shared projection (``persistence.shared``), the journal applies each
+batch to it on its own thread before telling any subscriber, so the planner,
+the budget and the read model read one copy of every fact; subscribers that
+read it (``Subscribe(shared=True)``) are sent no facts, only the rest.
+
 A joining subscriber is first sent the latest snapshot (``Restored``), then
 only the facts after it. The journal keeps the decoded snapshot while actors
 join (they start together, or a few at a time as leases are won) and lets it
@@ -140,7 +145,6 @@ class _Shares:
             at = self.at[names[0]]
             return self.facts if len(at) == len(self.facts) else [self.facts[i] for i in at]
         return [self.facts[i] for i in sorted(i for name in names for i in self.at[name])]
-
 
 
 class JournalActor(Actor):
