@@ -32,8 +32,8 @@ import orjson
 
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
-from providers.pool import ScriptPool
 from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
+from providers.pool import ScriptPool
 from provisioner.config import ProviderConfig
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class ScriptRunner:
         self._stopped = False
         self._killing = False
         self._running: set[_Process] = set()
-        #: Asked on the runner thread right before each spawn: a run queued while the daemon
+        #: Asked on the pool thread right before each spawn: a run queued while the daemon
         #: still held the provider's lease must not start after it lost it (e.g. woken from a
         #: freeze past its TTL). The owner sets it to its lease mandate.
         self.may_act: Callable[[], bool] = lambda: True
