@@ -10,8 +10,11 @@ way; facts already delivered are skipped by seq.
 
 With a shared projection (``persistence.shared``), the journal applies each
 batch to it on its own thread before telling any subscriber, so the planner,
-the budget and the read model read one copy of every fact; subscribers that
-read it (``Subscribe(shared=True)``) are sent no facts, only the rest.
+the budget, the read model and the owners read one copy of every fact.
+Subscribers that read it (``Subscribe(shared=True)``) are sent no history:
+their ``CaughtUp`` comes once it holds everything before. An owner (a shared
+subscriber of some providers) is still told of its share of each later batch,
+as news to act on; the facts are already in the projection it reads.
 
 A joining subscriber is first sent the latest snapshot (``Restored``), then
 only the facts after it. The journal keeps the decoded snapshot while actors
@@ -114,7 +117,7 @@ class _SharedFeed:
 class _Subscriber:
     ref: Any
     providers: frozenset[str] | None
-    #: It reads the shared projection: no facts are sent to it, only what is not a fact.
+    #: It reads the shared projection: sent no history; of later batches only its providers' share, as news.
     shared: bool = False
 
 
@@ -275,8 +278,8 @@ class JournalActor(Actor):
         self.delivered = max(self.delivered, facts[-1].seq or 0)
         shares = _Shares(facts)
         for sub in list(self.subscribers):
-            if sub.shared:
-                continue
+            if sub.shared and sub.providers is None:
+                continue  # it reads every fact from the shared projection, on its own schedule
             wanted = shares.of(sub.providers)
             if wanted:
                 self._tell(sub.ref, Committed(facts=wanted))

@@ -33,6 +33,7 @@ PLANNER = "planner"
 ACQUIRE_BATCH = 100
 
 
+
 class Revocation:
     """Whether an actor has lost the right to act under its lease (an Event's interface).
 
@@ -81,7 +82,7 @@ class LeaseActor(Actor):
         shared: SharedProjection | None = None,
     ) -> None:
         super().__init__()
-        #: The journal's projection of every fact, for the planner to read.
+        #: The journal's projection of every fact, for the planner and the owners to read.
         self.shared = shared
         #: Starts the actor that runs under a role's lease; tests give a fake.
         self.start_role = start_role or self._start_role
@@ -205,6 +206,7 @@ class LeaseActor(Actor):
         return ProviderActor.start(
             pcfg, lease, revoked, self.journal, self.actor_ref, self.controller, self.cfg.policy,
             self.cfg.resources, self.home / "providers" / pcfg.name, self.runner_factory, clock=self.clock,
+            shared=self.shared,
         )
 
     def _drop(self, name: str, reason: str, release: bool = False) -> None:

@@ -1,7 +1,9 @@
 """ProviderActor: the owner's hands on one provider.
 
-It keeps the provider's projection (fed by the journal, in seq order) and,
-after every change and on every tick, reconciles: orders become intent facts,
+It reads the daemon's shared projection of every fact (``persistence.shared``:
+the journal keeps it fed, and the owner reads its provider's part under its
+lock) or, built without one, a projection of its own fed with its provider's
+facts. After every change and on every tick it reconciles: orders become intent facts,
 committed intents become script calls, script results become facts. Effects
 are driven only by committed facts, so a live run and a restart take the same
 path: an intent found in the log is simply carried out (with its token), as
@@ -57,6 +59,7 @@ from messages.states import INSTANCE, REQUEST
 from persistence.failpoints import failpoint
 from persistence.port import Controller, ResourceTotal
 from persistence.projection import Projection
+from persistence.shared import SharedProjection
 from policy.reclaim import portions
 from policy.retry import backoff, retryable, try_again
 from policy.returns import returns_due
@@ -90,7 +93,9 @@ class ProviderActor(Actor):
         work_dir: Path,
         runner_factory: Callable[..., Any],
         clock: Callable[[], float] = time.time,
+        shared: SharedProjection | None = None,
     ) -> None:
+        """``shared``: the journal's projection of every fact, read instead of keeping one here."""
         super().__init__()
         self.cfg = cfg
         self.name = cfg.name
@@ -104,7 +109,10 @@ class ProviderActor(Actor):
         self.work_dir = work_dir
         self.runner_factory = runner_factory
         self.clock = clock
-        self.p = Projection()
+        self.view = shared or SharedProjection()
+        self.shared = shared is not None
+        #: (resource, base, borrowed) committed and not yet published (published outside the lock)
+        self.totals_due: list[tuple[str, int, int]] = []
         self.ready = False
         self.inherited_upto = 0
         #: key -> since: scripts running and writes awaiting their reply
@@ -125,7 +133,7 @@ class ProviderActor(Actor):
     def on_start(self) -> None:
         self.runner = self.runner_factory(self.cfg, self.work_dir, self._script_done)
         self.runner.may_act = lambda: not self.revoked.is_set()
-        self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name]))
+        self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name], shared=self.shared))
         log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
 
     def on_stop(self) -> None:
@@ -145,18 +153,34 @@ class ProviderActor(Actor):
         return {"provisioner-provider": self.name}
 
     @property
+    def p(self) -> Projection:
+        """The projection read, held still by ``view.lock`` while a message is handled."""
+        return self.view.projection
+
+    @property
     def acting(self) -> bool:
         return self.ready and not self.revoked.is_set()
 
     # --- feed ------------------------------------------------------------------------
 
+    def _dispatch(self, message: Any) -> Any:
+        # Every handler reads the projection: the journal applies no batch meanwhile. A controller
+        # call under the lock would stall every other reader, so totals are published after it.
+        with self.view.lock:
+            out = super()._dispatch(message)
+        while self.totals_due:
+            self._publish_total(*self.totals_due.pop(0))
+        return out
+
     @handles(Restored)
     def _restored(self, msg: Restored) -> None:
-        self.p = msg.projection()
+        self.view.restore(msg.snapshot)
 
     @handles(Committed)
     def _committed(self, msg: Committed) -> None:
-        self.p.apply_all(msg.facts)
+        # From a shared projection the facts are news only: the journal applied them already.
+        if not self.shared:
+            self.view.apply_all(msg.facts)
         if self.ready:
             self._reconcile(self.clock())
 
@@ -236,7 +260,7 @@ class ProviderActor(Actor):
             return  # nothing committed; the next reconcile tries again
         if msg.tag.startswith("total:"):
             _, resource, base, borrowed = msg.tag.split(":")
-            self._publish_total(resource, int(base), int(borrowed))
+            self.totals_due.append((resource, int(base), int(borrowed)))
         if self.ready:
             self._reconcile(self.clock())
 
@@ -256,10 +280,9 @@ class ProviderActor(Actor):
         rec = self.p.provider(self.name)
         if now >= self.describe_due and "describe" not in self.busy:
             self._run("describe", {}, tag=("describe",), key="describe")
-        orders, requests, _, _ = self.p.open()
+        orders, requests, _, _ = self.p.open(self.name)
         for order in orders:
-            if order.provider == self.name:
-                self._take_order(order, rec.status, now)
+            self._take_order(order, rec.status, now)
         for req in requests:
             if req.state == "planned":
                 self._carry_out(req, now)
@@ -330,8 +353,8 @@ class ProviderActor(Actor):
     def _replan_returns(self, now: float) -> None:
         """Give back again what a failed return left behind, machines that failed to start, and orphans."""
         machines, grants = returns_due(
-            [i for i in self.p.instances_in("return_planned", "failed", "orphaned") if i.provider == self.name],
-            [g for g in self.p.open()[3] if g.provider == self.name],
+            self.p.instances_in("return_planned", "failed", "orphaned", provider=self.name),
+            self.p.open(self.name)[3],
             self.p.requests, now, self.policy.cooldown / 4, self.policy.orphans == "return")
         for reason, ids in sorted(machines.items()):
             self._plan_return(ids, {}, reason)
@@ -341,9 +364,7 @@ class ProviderActor(Actor):
     def _watch_joins(self, now: float) -> None:
         """A host that never joins within join_timeout is an orphan: paid for, serving no one."""
         payloads: list[Payload] = []
-        for inst in self.p.instances_in("provisioning", "running"):
-            if inst.provider != self.name:
-                continue
+        for inst in self.p.instances_in("provisioning", "running", provider=self.name):
             if now - inst.seen_at > self.policy.join_timeout:
                 payloads.append(InstanceChanged(
                     kind="instance_orphan_found", machine_id=inst.machine_id, state="orphaned",
@@ -391,7 +412,7 @@ class ProviderActor(Actor):
         return grant_id
 
     def _expire(self, now: float) -> None:
-        for req in self.p.open()[1]:
+        for req in self.p.open(self.name)[1]:
             if f"write:req:{req.id}" in self.busy:
                 continue
             if now - req.created_at > self.policy.request_timeout and f"req:{req.id}" not in self.busy:
@@ -426,11 +447,11 @@ class ProviderActor(Actor):
 
     def _poll(self, now: float) -> None:
         ids: dict[str, str] = {}
-        for req in self.p.open()[1]:
+        for req in self.p.open(self.name)[1]:
             if req.provider_request_id and req.state in ("submitted", "running"):
                 ids[req.provider_request_id] = req.id
         # A finished request may still have machines on their way up: follow them through it.
-        for inst in self.p.instances_in("requested", "provisioning"):
+        for inst in self.p.instances_in("requested", "provisioning", provider=self.name):
             req = self.p.requests.get(inst.request_id)
             if req is not None and req.provider_request_id:
                 ids[req.provider_request_id] = req.id
@@ -450,13 +471,13 @@ class ProviderActor(Actor):
         if supports(style, "list") and "list" not in self.busy:
             self._run("list", {"tags": self._tags}, tag=("list", now), key="list")
         elif not supports(style, "list") and "scan-status" not in self.busy:
-            ids = {r.provider_request_id: r.id for r in self.p.requests.values()
+            ids = {r.provider_request_id: r.id for r in self.p.requests_by(self.name)
                    if r.action == "request" and r.provider_request_id}
             if ids:
                 self._run("status", {"requests": [{"requestId": pid} for pid in ids]}, tag=("scan-status", ids),
                           key="scan-status")
-        held = [{"name": i.name, "machineId": i.machine_id} for i in self.p.instances_in(*sorted(HELD))
-                if i.provider == self.name]
+        held = [{"name": i.name, "machineId": i.machine_id}
+                for i in self.p.instances_in(*sorted(HELD), provider=self.name)]
         if self.cfg.kind == "hosts" and held and supports(style, "reclaims") and "reclaims" not in self.busy:
             self._run("reclaims", {"machines": held}, tag=("reclaims",), key="reclaims")
 
@@ -470,7 +491,7 @@ class ProviderActor(Actor):
     def _totals(self) -> None:
         for res in self.resources:
             borrowed = sum(
-                g.count for g in self.p.open()[3]
+                g.count for g in self.p.open(self.name)[3]
                 if g.resource == res.name and g.state in ("granted", "return_planned", "returning")
             )
             rec = self.p.resources.get(res.name)
@@ -594,7 +615,7 @@ class ProviderActor(Actor):
         held = result.output
         payloads = _unknown_machines(self, held.machines, now)
         listed = {m.machine_id for m in held.machines}
-        mine = [i for i in self.p.instances_in(*sorted(HELD)) if i.provider == self.name]
+        mine = self.p.instances_in(*sorted(HELD), provider=self.name)
         self.missing = {k: n for k, n in self.missing.items() if k not in listed and any(
             i.machine_id == k for i in mine)}
         for inst in mine:
@@ -673,7 +694,7 @@ def _unknown_machines(actor: ProviderActor, machines: list, now: float) -> list[
     moment; it becomes an orphan only when no request of ours is unresolved,
     or when it has stayed unknown for request_timeout.
     """
-    unresolved = any(r.action == "request" for r in actor.p.open()[1])
+    unresolved = any(r.action == "request" for r in actor.p.open(actor.name)[1])
     out: list[Payload] = []
     listed = set()
     for m in machines:

@@ -38,8 +38,9 @@ class Subscribe(ActorMessage):
     ref: Any
     #: Only facts of these providers (plus global facts); None for all.
     providers: list[str] | None = None
-    #: It reads the journal's shared projection instead: sent no facts, only the rest
-    #: (``CaughtUp`` once that projection holds everything before it, demand, host events).
+    #: It reads the journal's shared projection instead: sent no history (``CaughtUp`` comes once
+    #: that projection holds everything before it), then demand and host events and, when it names
+    #: ``providers``, their share of each batch as news (already applied to what it reads).
     shared: bool = False
 
 

@@ -13,6 +13,8 @@ import logging
 import sys
 import threading
 from collections import deque
+from dataclasses import dataclass, field
+from itertools import chain
 from typing import Iterator
 from typing import Callable, Iterable
 
@@ -92,6 +94,42 @@ def bulk() -> Iterator[None]:
         resume_gc()
 
 
+@dataclass(slots=True)
+class Part:
+    """One provider's records still in motion, in the order they got there.
+
+    An owner reconciles from its own part, so a projection of every provider
+    serves a thousand owners without any of them scanning the others' records.
+    Dicts serve as ordered sets: iteration follows the log.
+    """
+
+    #: orders no request has taken up yet
+    open_orders: dict[str, None] = field(default_factory=dict)
+    #: requests not in a terminal state
+    open_requests: dict[str, None] = field(default_factory=dict)
+    #: instance keys and grant ids not in a terminal state
+    live_instances: dict[str, None] = field(default_factory=dict)
+    live_grants: dict[str, None] = field(default_factory=dict)
+    #: instance state -> keys of the instances in it (a state no instance is in has no entry)
+    instance_states: dict[str, dict[str, None]] = field(default_factory=dict)
+    #: every request, ended or not (LSF-style owners ask each one for its machines)
+    requests: dict[str, None] = field(default_factory=dict)
+
+    def enter(self, key: str, state: str, before: str | None = None) -> None:
+        """Move instance ``key`` from state ``before`` (None: new) to ``state``."""
+        if before is not None:
+            keys = self.instance_states.get(before)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self.instance_states[before]
+        self.instance_states.setdefault(state, {})[key] = None
+
+
+#: The part of a provider with nothing in motion: read, never written.
+_NO_PART = Part()
+
+
 class Projection:
     """Everything the facts say, optionally only for some providers."""
 
@@ -110,17 +148,8 @@ class Projection:
         self.host_event_seq: dict[str, int] = {}
         self.grants: dict[str, GrantRecord] = {}
         self.resources: dict[str, ResourceRecord] = {}
-        # Indexes of what is still in motion, so owners reconcile without scanning history.
-        #: orders no request has taken up yet
-        #: (dicts used as ordered sets: iteration follows the log)
-        self.open_orders: dict[str, None] = {}
-        #: requests not in a terminal state
-        self.open_requests: dict[str, None] = {}
-        #: instance keys and grant ids not in a terminal state
-        self.live_instances: dict[str, None] = {}
-        self.live_grants: dict[str, None] = {}
-        #: instance state -> keys of the instances in it
-        self.instance_states: dict[str, dict[str, None]] = {}
+        #: provider -> what of it is still in motion (see ``Part``)
+        self.parts: dict[str, Part] = {}
         self.decisions: deque[DecisionRecord] = deque(maxlen=keep_decisions)
         self.budget_events: deque[tuple[float, BudgetEvent]] = deque(maxlen=keep_decisions)
         self.anomalies: deque[str] = deque(maxlen=100)
@@ -169,18 +198,47 @@ class Projection:
         key = self.by_name.get(f"{provider}/{name}")
         return self.instances.get(key) if key else None
 
-    def open(self) -> tuple[list[OrderRecord], list[RequestRecord], list[InstanceRecord], list[GrantRecord]]:
-        """What is still in motion: untaken orders, open requests, live instances and grants."""
+    def part(self, provider: str) -> Part:
+        """What of ``provider`` is still in motion (an empty part if nothing ever was)."""
+        return self.parts.get(provider, _NO_PART)
+
+    def _part(self, provider: str) -> Part:
+        part = self.parts.get(provider)
+        if part is None:
+            part = self.parts[provider] = Part()
+        return part
+
+    def _parts(self, provider: str | None) -> list[Part]:
+        return list(self.parts.values()) if provider is None else [self.part(provider)]
+
+    def open(self, provider: str | None = None) -> tuple[
+            list[OrderRecord], list[RequestRecord], list[InstanceRecord], list[GrantRecord]]:
+        """What is still in motion at ``provider`` (None: at every provider, one after another):
+        untaken orders, open requests, live instances and grants, each in the order of the log."""
+        parts = self._parts(provider)
         return (
-            [self.orders[i] for i in self.open_orders],
-            [self.requests[i] for i in self.open_requests],
-            [self.instances[k] for k in self.live_instances],
-            [self.grants[i] for i in self.live_grants],
+            [self.orders[i] for part in parts for i in part.open_orders],
+            [self.requests[i] for part in parts for i in part.open_requests],
+            [self.instances[k] for part in parts for k in part.live_instances],
+            [self.grants[i] for part in parts for i in part.live_grants],
         )
 
-    def instances_in(self, *states: str) -> list[InstanceRecord]:
-        """Instances now in any of ``states``, in the order they got there."""
-        return [self.instances[k] for state in states for k in self.instance_states.get(state, {})]
+    def instances_in(self, *states: str, provider: str | None = None) -> list[InstanceRecord]:
+        """Instances of ``provider`` (None: of every provider) now in any of ``states``, in the order they got there."""
+        return [self.instances[k] for part in self._parts(provider) for state in states
+                for k in part.instance_states.get(state, ())]
+
+    def requests_by(self, provider: str) -> list[RequestRecord]:
+        """Every request of ``provider``, ended or not, in the order of the log."""
+        return [self.requests[r] for r in self.part(provider).requests]
+
+    def live_keys(self) -> Iterable[str]:
+        """The keys of every live instance."""
+        return chain.from_iterable(part.live_instances for part in self.parts.values())
+
+    def live_grant_ids(self) -> Iterable[str]:
+        """The ids of every live grant."""
+        return chain.from_iterable(part.live_grants for part in self.parts.values())
 
     def requests_of(self, order_id: str) -> list[RequestRecord]:
         order = self.orders.get(order_id)
@@ -208,7 +266,7 @@ class Projection:
     def _order(self, fact: Fact, p: Order) -> None:
         provider = fact.provider
         self.orders[fact.id] = OrderRecord(id=fact.id, provider=provider, order=p, at=fact.time)
-        self.open_orders[fact.id] = None
+        self._part(provider).open_orders[fact.id] = None
 
     def _decision(self, fact: Fact, p: Decision) -> None:
         self.decisions.append(DecisionRecord(seq=fact.seq or 0, at=fact.time, decision=p))
@@ -236,11 +294,13 @@ class Projection:
             seq=fact.seq or 0,
         )
         self.requests[fact.id] = rec
-        self.open_requests[fact.id] = None
+        part = self._part(fact.provider)
+        part.open_requests[fact.id] = None
+        part.requests[fact.id] = None
         order = self.orders.get(p.order_id)
         if order is not None:
             order.request_ids.append(fact.id)
-            self.open_orders.pop(order.id, None)
+            self._part(order.provider).open_orders.pop(order.id, None)
         if p.action == "request" and p.supply == "units" and p.resource:
             self.grants[fact.id] = GrantRecord(
                 provider=fact.provider,
@@ -250,7 +310,7 @@ class Projection:
                 requested=p.count,
                 item_id=p.item_id,
             )
-            self.live_grants[fact.id] = None
+            part.live_grants[fact.id] = None
 
     def _request_changed(self, fact: Fact, p: RequestChanged) -> None:
         rec = self.requests[p.request_id]
@@ -262,7 +322,7 @@ class Projection:
         else:
             rec.history = rec.history.advance(REQUEST, p.state, fact.time, p.reason)
             if p.state in REQUEST.terminal:
-                self.open_requests.pop(rec.id, None)
+                self._part(rec.provider).open_requests.pop(rec.id, None)
             if p.outcome:
                 rec.attempts += 1
                 rec.last_attempt_at = fact.time
@@ -292,12 +352,13 @@ class Projection:
             private_ip=p.private_ip,
             reason=p.reason,
         )
+        part = self._part(fact.provider)
         if p.state in INSTANCE.terminal:
             rec.ended_at = fact.time
         else:
-            self.live_instances[key] = None
+            part.live_instances[key] = None
         self.instances[key] = rec
-        self.instance_states.setdefault(p.state, {})[key] = None
+        part.enter(key, p.state)
         if p.name:
             self.by_name[sys.intern(f"{fact.provider}/{p.name}")] = key
 
@@ -314,15 +375,15 @@ class Projection:
             return
         before = rec.state
         rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
-        self.instance_states.get(before, {}).pop(key, None)
-        self.instance_states.setdefault(p.state, {})[key] = None
+        part = self._part(fact.provider)
+        part.enter(key, p.state, before)
         if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
             rec.joined_at = fact.time
         if p.state in ("return_planned", "returning") and p.request_id:
             rec.return_request_id = p.request_id
         if p.state in INSTANCE.terminal:
             rec.ended_at = fact.time
-            self.live_instances.pop(key, None)
+            part.live_instances.pop(key, None)
         if p.reason:
             rec.reason = p.reason
 
@@ -333,7 +394,7 @@ class Projection:
                 provider=fact.provider, id=p.grant_id, resource=p.resource,
                 history=History().advance(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
             )
-            self.live_grants[p.grant_id] = None
+            self._part(fact.provider).live_grants[p.grant_id] = None
             return
         rec = self.grants[p.grant_id]
         if p.state != rec.state:
@@ -354,7 +415,7 @@ class Projection:
             rec.returning = 0
         if p.state in GRANT.terminal:
             rec.ended_at = fact.time
-            self.live_grants.pop(rec.id, None)
+            self._part(rec.provider).live_grants.pop(rec.id, None)
         if p.reason:
             rec.reason = p.reason
 

@@ -1,16 +1,17 @@
 """The daemon's one projection of every fact, shared by everything that reads them all.
 
-The planner, the budget and the REST read model all read every fact. Each
-keeping its own copy cost a full projection apiece (about 90 MiB per 100,000
-instances). Here one projection serves them: the journal applies each fact
+The planner, the budget and the REST read model all read every fact, and
+the provider actors together read them all too. Each keeping its own copy
+cost a full projection apiece (about 90 MiB per 100,000 instances). Here one
+projection serves them all: the journal applies each fact
 on its own thread before it tells anyone the fact was committed (so a writer
 still sees its own facts before its reply), the read model may catch it up
 from the controller for a fresher view, and readers hold ``lock`` while they
 read. A fact reaching it twice (from the journal and from the read model) is
 applied once: the projection skips what its seq says it has.
 
-Provider actors keep their own small projections: each reads only its
-provider's facts.
+A provider actor reads its own provider's part (``Projection.part``): what
+is in motion there, without scanning the other providers' records.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ from messages.records import (
 )
 from messages.states import History, StatusChange
 from persistence.port import Controller
-from persistence.projection import Projection, bulk
+from persistence.projection import Part, Projection, bulk
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ _INDEXES = {"open_orders": "orders", "open_requests": "requests", "live_instance
             "live_grants": "grants"}
 _DECISIONS = _Kind(DecisionRecord, "decisions", owner=None)  # global: every part keeps them
 #: Every attribute of a projection a snapshot carries or rebuilds (``_only`` is the filter, never saved).
-_STATE = {"_only", "seq", "planner", *(k.attr for k in _KINDS), *_INDEXES, "instance_states", "by_name",
+_STATE = {"_only", "seq", "planner", *(k.attr for k in _KINDS), "parts", "by_name",
           "host_event_seq", "decisions", "budget_events", "anomalies"}
 _BUDGET_EVENTS = _Models(BudgetEvent)
 
@@ -305,9 +305,8 @@ class Snapshot:
             p.planner = self.planner
             for kind in _KINDS:
                 setattr(p, kind.attr, kind.build(self.rows[kind.attr]))
-            for name, keys in self.indexes.items():
-                setattr(p, name, dict.fromkeys(keys))
-            p.instance_states = {s: dict.fromkeys(keys) for s, keys in self.instance_states.items()}
+            p.parts = {owner: _part(lists) for owner, lists in self._by_owner().items()
+                       if any(kind in lists for kind in _MOVING)}
             # Names are never reassigned and instances never dropped: the last instance seen under a name wins.
             p.by_name = {sys.intern(f"{i.provider}/{i.name}"): key for key, i in p.instances.items() if i.name}
             p.host_event_seq = dict(self.host_event_seq)
@@ -335,14 +334,41 @@ def _body(p: Projection, fact_id: str, counts: Mapping[str, int]) -> dict[str, A
         "planner": list(p.planner),
         "records": {kind.attr: {"keys": list(getattr(p, kind.attr)),
                                 "fields": kind.encode(getattr(p, kind.attr).values())} for kind in _KINDS},
-        "indexes": {name: list(getattr(p, name)) for name in _INDEXES},
-        "instance_states": {s: list(keys) for s, keys in p.instance_states.items()},
+        "indexes": {name: [k for part in p.parts.values() for k in getattr(part, name)] for name in _INDEXES},
+        "instance_states": _states(p),
         "host_event_seq": p.host_event_seq,
         "decisions": {"count": len(p.decisions), "fields": _DECISIONS.encode(p.decisions)},
         "budget_events": {"at": [t for t, _ in p.budget_events],
                           "event": _BUDGET_EVENTS.encode([e for _, e in p.budget_events])},
         "anomalies": list(p.anomalies),
     }
+
+
+def _states(p: Projection) -> dict[str, list[str]]:
+    """Instance keys by state, every provider's together."""
+    out: dict[str, list[str]] = {}
+    for part in p.parts.values():
+        for state, keys in part.instance_states.items():
+            out.setdefault(state, []).extend(keys)
+    return out
+
+
+#: Records a provider has a part for once it has any of them (as a replay makes one).
+_MOVING = ("orders", "requests", "instances", "grants")
+
+
+def _part(lists: dict[str, list[tuple[int, str]]]) -> Part:
+    """A provider's part from its share of the snapshot's keys (``Snapshot._by_owner``)."""
+
+    def keys(name: str) -> dict[str, None]:
+        return dict.fromkeys(k for _, k in lists.get(name, ()))
+
+    return Part(
+        **{name: keys(name) for name in _INDEXES},
+        instance_states={name.removeprefix("state:"): keys(name) for name, found in lists.items()
+                         if name.startswith("state:") and found},
+        requests=keys("requests"),
+    )
 
 
 def decode(body: bytes) -> Snapshot:

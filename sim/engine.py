@@ -256,7 +256,7 @@ class Engine:
             inst = next((i for i in self.p.instances.values() if i.name == name), None)
             targets = [inst] if inst is not None else []
         else:
-            held = [i for i in self.p.instances_in("running", "joined", "idle", "busy") if i.provider == provider]
+            held = self.p.instances_in("running", "joined", "idle", "busy", provider=provider)
             targets = sorted(held, key=lambda i: (-(i.launched_at or i.seen_at), i.key))[:count]
         for inst in targets:
             owner = self.owners[inst.provider]

@@ -159,17 +159,17 @@ class Metrics:
     # --- the series -------------------------------------------------------------------------------
 
     def cost_now(self, now: float) -> float:
-        live = {k: self.p.instances[k] for k in self.p.live_instances}
-        grants = {g: self.p.grants[g] for g in self.p.live_grants}
+        live = {k: self.p.instances[k] for k in self.p.live_keys()}
+        grants = {g: self.p.grants[g] for g in self.p.live_grant_ids()}
         return sum(self.closed.values()) + costs(self.p.providers, live, grants, now, self.billing).total
 
     def sample(self, now: float, wanted: Mapping[str, int]) -> None:
         supply: dict[str, int] = {}
-        for k in self.p.live_instances:
+        for k in self.p.live_keys():
             inst = self.p.instances[k]
             if inst.state not in ("failed", "orphaned"):
                 supply[inst.provider] = supply.get(inst.provider, 0) + 1
-        for g in self.p.live_grants:
+        for g in self.p.live_grant_ids():
             grant = self.p.grants[g]
             if grant.state in ("granted", "return_planned", "returning"):
                 supply[grant.provider] = supply.get(grant.provider, 0) + grant.count

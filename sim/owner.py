@@ -108,12 +108,11 @@ class Owner:
                 self.call(req.id)
             elif rule is OnRestart.POLL:
                 self.poll_at(self.e.now)
-        for inst in p.instances_in("returning"):
-            if inst.provider == self.name and INSTANCE.on_restart["returning"] is OnRestart.POLL:
+        for inst in p.instances_in("returning", provider=self.name):
+            if INSTANCE.on_restart["returning"] is OnRestart.POLL:
                 self.poll_at(self.e.now)
-        for order in p.open()[0]:
-            if order.provider == self.name:
-                self.take(order.id)
+        for order in p.open(self.name)[0]:
+            self.take(order.id)
         queued, self.queued = self.queued, []
         for key, event in queued:
             self.host_event(key, event)
@@ -260,8 +259,8 @@ class Owner:
             return
         p = self.e.p
         machines, grants = returns_due(
-            [i for i in p.instances_in("return_planned", "failed", "orphaned") if i.provider == self.name],
-            [g for g in p.open()[3] if g.provider == self.name],
+            p.instances_in("return_planned", "failed", "orphaned", provider=self.name),
+            p.open(self.name)[3],
             p.requests, self.e.now, self.policy.cooldown / 4, self.policy.orphans == "return")
         for reason, ids in sorted(machines.items()):
             self.plan_return(ids, {}, reason)
@@ -293,9 +292,9 @@ class Owner:
         p = self.e.p
         now = self.e.now
         asked = {r.id: r for r in self._open() if r.provider_request_id and r.state in ("submitted", "running")}
-        for inst in p.instances_in("requested", "provisioning"):
+        for inst in p.instances_in("requested", "provisioning", provider=self.name):
             req = p.requests.get(inst.request_id)
-            if inst.provider == self.name and req is not None and req.provider_request_id:
+            if req is not None and req.provider_request_id:
                 asked[req.id] = req
         payloads: list[Payload] = []
         for req in asked.values():
@@ -316,8 +315,8 @@ class Owner:
             self.scan_at(self.e.now + self.e.cfg.lease.ttl)
             return
         payloads: list[Payload] = []
-        for inst in self.e.p.instances_in("running", "joined", "idle", "busy"):
-            m = self.cloud.machines.get(inst.machine_id) if inst.provider == self.name else None
+        for inst in self.e.p.instances_in("running", "joined", "idle", "busy", provider=self.name):
+            m = self.cloud.machines.get(inst.machine_id)
             if m is not None and m.reclaim_at is not None and m.reclaim_at <= self.e.now:
                 payloads.append(InstanceChanged(kind="instance_lost", machine_id=inst.machine_id, state="lost",
                                                 reason="taken back by the provider"))
@@ -371,8 +370,8 @@ class Owner:
     def totals(self) -> None:
         """Publish each elastic resource's total when its borrowed part changed (``_totals``)."""
         for res in self.resources:
-            borrowed = sum(g.count for g in self.e.p.open()[3] if g.provider == self.name
-                           and g.resource == res.name and g.state in ("granted", "return_planned", "returning"))
+            borrowed = sum(g.count for g in self.e.p.open(self.name)[3]
+                           if g.resource == res.name and g.state in ("granted", "return_planned", "returning"))
             rec = self.e.p.resources.get(res.name)
             if rec is not None and rec.borrowed == borrowed and rec.base == res.base:
                 continue
@@ -382,5 +381,5 @@ class Owner:
                                              total=res.base + borrowed)])
 
     def _open(self) -> list[RequestRecord]:
-        return [r for r in self.e.p.open()[1] if r.provider == self.name]
+        return self.e.p.open(self.name)[1]
 

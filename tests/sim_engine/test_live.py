@@ -107,16 +107,18 @@ class LiveScheduler:
             snap = self.model.demand(unmet, {"vcs": total}, now)
             if snap is not None:
                 self.c.put_demand(snap)
-            moving = p.open_orders or p.open_requests or p.instances_in("requested", "provisioning", "running")
+            orders, requests, _, _ = p.open()
+            moving = orders or requests or p.instances_in("requested", "provisioning", "running")
             if p.seq != last_seq or moving or snap is not None or changes or joined:
                 quiet_since, last_seq = time.monotonic(), p.seq
             elif time.monotonic() - quiet_since > GRACE + 0.5:
                 return
             time.sleep(0.2)
         p = self.run.state()
+        orders, requests, _, _ = p.open()
         raise AssertionError(f"the live run did not settle on step {hosts} hosts, {units} units: "
-                             f"orders {[p.orders[o].order for o in p.open_orders]}, "
-                             f"requests {[(p.requests[r].provider, p.requests[r].action, p.requests[r].state, p.requests[r].count, p.requests[r].template, p.requests[r].reason) for r in p.open_requests]}, "
+                             f"orders {[o.order for o in orders]}, "
+                             f"requests {[(r.provider, r.action, r.state, r.count, r.template, r.reason) for r in requests]}, "
                              f"seq {p.seq}, instances {[(i.key, i.state) for i in p.instances.values()]}")
 
 

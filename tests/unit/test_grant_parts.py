@@ -43,7 +43,7 @@ def test_returning_to_granted_when_a_partial_return_is_done_keeps_the_rest():
     assert (g.state, g.count, g.returning, g.partial_return) == ("granted", 2, 0, False)
     assert g.given_back == [(T0 + 200, 4)]
     assert g.granted_at == T0, "the rest is held since the grant began (min hold, costs)"
-    assert g.ended_at is None and "g1" in p.live_grants
+    assert g.ended_at is None and "g1" in p.part(g.provider).live_grants
 
 
 def test_return_planned_to_granted_when_a_partial_return_never_completed_keeps_it_all():
@@ -73,7 +73,7 @@ def test_a_whole_return_still_ends_the_grant():
     _apply(p, _change("grant_returning", "returning", 6), T0 + 101)
     _apply(p, _change("grant_returned", "returned", 6), T0 + 200)
     g = p.grants["g1"]
-    assert (g.state, g.count, g.ended_at) == ("returned", 6, T0 + 200) and "g1" not in p.live_grants
+    assert (g.state, g.count, g.ended_at) == ("returned", 6, T0 + 200) and "g1" not in p.part(g.provider).live_grants
 
 
 def test_a_replanned_return_names_its_new_request():

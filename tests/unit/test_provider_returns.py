@@ -23,7 +23,7 @@ def _owner(tmp_path, kind: str, facts: list) -> tuple[ProviderActor, Inbox, list
     journal = Inbox()
     actor = ProviderActor(cfg, Lease(name="provider:p", holder="a", fence=1, expires_at=T0 + 60), threading.Event(),
                           journal, Inbox(), None, PolicyConfig(), [], tmp_path, lambda *a: None, clock=lambda: now[0])
-    actor.p = Projection()
+    actor.view.projection = Projection()
     actor.p.apply_all([make_fact(payload, provider="p", now=T0 + i, fact_id=fid).model_copy(update={"seq": i + 1})
                        for i, (fid, payload) in enumerate(facts)])
     return actor, journal, now
@@ -125,3 +125,4 @@ def test_a_host_return_planned_again_names_the_new_request_so_it_is_planned_once
     assert planned.machines == ["m"] and inst.return_request_id not in ("r", "")
     machines, _ = returns_due(actor.p.open()[2], [], actor.p.requests, now[0], 5.0, orphans_go=False)
     assert machines == {}, "while its new return is under way the host is not planned again"
+

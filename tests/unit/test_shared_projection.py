@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from actors.journal import JournalActor
-from messages.commands import CaughtUp, Committed, Subscribe
+from actors.base import Ping
+from messages.commands import Append, CaughtUp, Committed, Subscribe
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
 from persistence.shared import SharedProjection
@@ -71,3 +72,32 @@ def test_a_subscriber_of_the_shared_projection_gets_no_facts_and_caught_up_once_
     finally:
         journal.stop()
         controller.close()
+
+
+def test_an_owner_of_the_shared_projection_gets_no_history_then_its_share_of_each_batch(tmp_path):
+    controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}")
+    controller.append([make_fact(UsageObserved(resource="vcs", in_use=1), provider="a")])
+    shared = SharedProjection()
+    journal = JournalActor.start(controller, shared=shared)
+    try:
+        owner, planner = Inbox(), Inbox()
+        journal.tell(Subscribe(ref=owner, providers=["a"], shared=True))
+        journal.tell(Subscribe(ref=planner, shared=True))
+        assert owner.get(CaughtUp).seq == 1 and planner.get(CaughtUp).seq == 1
+        journal.tell(Append(facts=[make_fact(UsageObserved(resource="vcs", in_use=2), provider="b"),
+                                   make_fact(UsageObserved(resource="vcs", in_use=3), provider="a")]))
+        news = owner.get(Committed)
+        assert [f.seq for f in news.facts] == [3], "history is read from the projection; news is its share only"
+        assert shared.seq == 3, "the projection held the batch before the owner heard of it"
+        journal.ask(Ping())
+        assert not any(isinstance(m, Committed) for m in _drain(planner)), "a reader of every fact needs no news"
+    finally:
+        journal.stop()
+        controller.close()
+
+
+def _drain(inbox: Inbox) -> list:
+    out = []
+    while not inbox.q.empty():
+        out.append(inbox.q.get_nowait())
+    return out
