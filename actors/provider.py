@@ -521,6 +521,11 @@ class ProviderActor(Actor):
         if not self.acting:
             log.info("provider %s: result of %s after losing the lease ignored", self.name, result.action)
             return
+        if result.outcome == "not_started":
+            # Not run: the mandate lapsed between submit and start (it may be renewed by now). Nothing
+            # happened at the provider, so there is nothing to record; the next reconcile decides again.
+            log.info("provider %s: %s", self.name, result.reason)
+            return
         if result.outcome in DISABLING:
             self._disable(result)
         if kind == "describe":

@@ -18,9 +18,11 @@ Action = Literal["describe", "request", "status", "return", "list", "reclaims", 
 #: What a script run came to. Exit codes map as DESIGN §10 says:
 #: 0 ok, 75 transient, 69 capacity, 77 credentials, 78 config, other failed;
 #: timeout is an unknown outcome; bad_output is exit 0 with unusable stdout;
-#: spawn_error is a script that could not be started at all.
+#: spawn_error is a script that could not be started at all; not_started is one the daemon
+#: chose not to start (its mandate lapsed, or the runner is stopping): nothing happened.
 Outcome = Literal[
-    "ok", "transient", "capacity", "credentials", "config", "failed", "timeout", "bad_output", "spawn_error"
+    "ok", "transient", "capacity", "credentials", "config", "failed", "timeout", "bad_output", "spawn_error",
+    "not_started",
 ]
 
 

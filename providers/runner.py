@@ -243,7 +243,7 @@ class ScriptRunner:
         self._deliver(result, job.tag)
 
     def _refuse(self, job: _Job) -> None:
-        self._deliver(self._result(job, "spawn_error", "runner stopped"), job.tag)
+        self._deliver(self._result(job, "not_started", "runner stopped"), job.tag)
 
     def _deliver(self, result: ScriptResult, tag: object) -> None:
         try:
@@ -314,7 +314,7 @@ class ScriptRunner:
             home=self.home,
         )
         if not self.may_act():
-            return self._result(job, "spawn_error", "not started: the provider's lease is no longer held", scrub)
+            return self._result(job, "not_started", "not started: the provider's lease is no longer held", scrub)
         started = time.monotonic()
         try:
             proc, out_r, err_r = self._spawn(argv, env)

@@ -52,7 +52,7 @@ class Metrics:
 
     def script_done(self, result: ScriptResult) -> None:
         self.script_duration.labels(result.provider, result.action).observe(result.duration_s)
-        if not result.ok:
+        if not result.ok and result.outcome != "not_started":  # not run: no failure of the script
             self.script_failures.labels(result.provider, result.action, result.outcome).inc()
 
     def committed(self, _facts: list[Fact], seconds: float) -> None:

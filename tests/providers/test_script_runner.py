@@ -362,7 +362,7 @@ def test_stop_kills_running_scripts_and_answers_every_submit(script, make_runner
     assert {by_tag[i].outcome for i in (0, 1)} == {"timeout"}
     assert all("stopped by the daemon" in by_tag[i].reason for i in (0, 1))
     assert {(by_tag[i].outcome, by_tag[i].reason) for i in (2, 3, "late")} == {
-        ("spawn_error", f"p1 {by_tag[i].action}: runner stopped") for i in (2, 3, "late")
+        ("not_started", f"p1 {by_tag[i].action}: runner stopped") for i in (2, 3, "late")
     }
     assert all(thread != threading.current_thread().name for _, _, thread in results.calls)
     for pidfile in pids.iterdir():
@@ -380,7 +380,7 @@ def test_stop_without_kill_lets_running_scripts_finish(script, make_runner, resu
     results.wait(2)
     by_tag = {tag: r for r, tag, _ in results.calls}
     assert by_tag["running"].outcome == "ok"
-    assert (by_tag["queued"].outcome, by_tag["queued"].reason) == ("spawn_error", "p1 request: runner stopped")
+    assert (by_tag["queued"].outcome, by_tag["queued"].reason) == ("not_started", "p1 request: runner stopped")
 
 
 def test_stop_from_inside_a_callback(script, tmp_path, tools):
@@ -520,7 +520,7 @@ def test_a_run_queued_under_a_lease_does_not_start_once_the_lease_is_gone(script
     held[0] = False
     runner.submit("request", {"template": "T1", "count": 1}, token="t2")
     refused = results.wait(2)[1]
-    assert refused.outcome == "spawn_error" and "lease" in refused.reason
+    assert refused.outcome == "not_started" and "lease" in refused.reason
     assert not ran.exists(), "the script must not have run"
 
 
