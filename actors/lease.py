@@ -31,7 +31,10 @@ log = logging.getLogger(__name__)
 
 PLANNER = "planner"
 ACQUIRE_BATCH = 100
-
+#: Seconds between the first scans of the providers this daemon serves (20 a second). Taking up
+#: a thousand providers at once, asking each at the same moment what it holds would send a
+#: thousand list calls to the providers' APIs together, and hold every answer in memory at once.
+SCAN_PACE = 0.05
 
 
 class Revocation:
@@ -206,7 +209,7 @@ class LeaseActor(Actor):
         return ProviderActor.start(
             pcfg, lease, revoked, self.journal, self.actor_ref, self.controller, self.cfg.policy,
             self.cfg.resources, self.home / "providers" / pcfg.name, self.runner_factory, clock=self.clock,
-            shared=self.shared,
+            shared=self.shared, scan_after=SCAN_PACE * self.cfg.instance.serves.index(pcfg.name),
         )
 
     def _drop(self, name: str, reason: str, release: bool = False) -> None:

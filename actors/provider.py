@@ -94,8 +94,14 @@ class ProviderActor(Actor):
         runner_factory: Callable[..., Any],
         clock: Callable[[], float] = time.time,
         shared: SharedProjection | None = None,
+        scan_after: float = 0.0,
     ) -> None:
-        """``shared``: the journal's projection of every fact, read instead of keeping one here."""
+        """``shared``: the journal's projection of every fact, read instead of keeping one here.
+
+        ``scan_after``: seconds after it starts acting before its first orphan search and reclaims
+        check (at most one scan period). A daemon that takes up many providers at once paces their
+        first scans, rather than asking every provider what it holds in the same moment.
+        """
         super().__init__()
         self.cfg = cfg
         self.name = cfg.name
@@ -109,6 +115,7 @@ class ProviderActor(Actor):
         self.work_dir = work_dir
         self.runner_factory = runner_factory
         self.clock = clock
+        self.scan_after = scan_after
         self.view = shared or SharedProjection()
         self.shared = shared is not None
         #: (resource, base, borrowed) committed and not yet published (published outside the lock)
@@ -188,7 +195,11 @@ class ProviderActor(Actor):
     def _caught_up(self, msg: CaughtUp) -> None:
         self.ready = True
         self.inherited_upto = msg.seq
-        self._reconcile(self.clock())
+        now = self.clock()
+        if self.scan_after > 0:
+            period = self.policy.poll_every * SCAN_EVERY_POLLS
+            self.last_scan = now - period + min(self.scan_after, period)
+        self._reconcile(now)
 
     @handles(DemandChanged)
     def _demand(self, _: DemandChanged) -> None:

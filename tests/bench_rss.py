@@ -5,9 +5,9 @@ SQLite controller filled beforehand: per provider one completed request and
 its machines, joined. Its providers share one small shell script that answers
 as a provider holding exactly those machines (a thousand Python simulators
 starting at once would measure the machine, not the daemon). The figure is
-the process's VmRSS once it is ready (it holds every lease and every
-provider's actor has caught up and described its provider) and its memory
-has settled.
+the process's VmRSS once it is ready (it holds every lease, and every
+provider's actor has caught up, described its provider and run its first
+orphan search and reclaims check against it) and its memory has settled.
 """
 
 from __future__ import annotations
@@ -104,7 +104,11 @@ def _config(tmp: Path, url: str, providers: list[str]) -> Path:
 
 
 def _wait_ready(proc: subprocess.Popen, url: str, calls: Path, n_providers: int) -> None:
-    """Until every lease is held and every provider's actor has caught up (its first reconcile describes it)."""
+    """Until every lease is held and every provider's actor has caught up and scanned its provider once.
+
+    Its first reconcile describes the provider; its first scan (paced across providers) lists what
+    the provider holds and asks what it takes back.
+    """
     c = open_controller(url)
     deadline = time.monotonic() + READY_LIMIT
     try:
@@ -113,11 +117,12 @@ def _wait_ready(proc: subprocess.Popen, url: str, calls: Path, n_providers: int)
                 raise RuntimeError(f"rss bench: the daemon exited with {proc.returncode}")
             held = sum(1 for lease in c.leases.all() if lease.holder == "rss")
             described = len(_callers(calls, "describe"))
-            if held == n_providers + 1 and described == n_providers:
+            scanned = min(len(_callers(calls, "list")), len(_callers(calls, "reclaims")))
+            if held == n_providers + 1 and described == n_providers and scanned == n_providers:
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"rss bench: not ready after {READY_LIMIT:.0f}s: {held} of {n_providers + 1}"
-                                   f" leases held, {described} of {n_providers} providers described,"
+                                   f" leases held, {described} of {n_providers} providers described, {scanned} scanned,"
                                    f" {vm_rss_mib(proc.pid):.0f} MiB resident")
             time.sleep(0.5)
     finally:

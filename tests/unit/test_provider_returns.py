@@ -6,7 +6,7 @@ import threading
 
 from actors.provider import ProviderActor
 from lease.port import Lease
-from messages.commands import Append, ScriptDone
+from messages.commands import Append
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, RequestChanged, RequestPlanned, make_fact
 from messages.scripts import RequestState, ScriptResult, StatusReport
 from persistence.projection import Projection
@@ -126,21 +126,3 @@ def test_a_host_return_planned_again_names_the_new_request_so_it_is_planned_once
     machines, _ = returns_due(actor.p.open()[2], [], actor.p.requests, now[0], 5.0, orphans_go=False)
     assert machines == {}, "while its new return is under way the host is not planned again"
 
-
-def test_a_run_not_started_is_forgotten_and_tried_again_not_taken_for_a_broken_provider(tmp_path):
-    """A mandate that lapsed for a moment (a long pause) and was renewed: the owner goes on as before."""
-    runs: list[tuple] = []
-    actor, journal, now = _owner(tmp_path, "hosts", [("r", RequestPlanned(action="request", supply="hosts",
-                                                                          template="T", count=1))])
-    actor.runner = type("Runner", (), {"submit": lambda self, action, doc, token, tag: runs.append((action, tag))})()
-    actor.ready = True
-    actor._carry_out(actor.p.requests["r"], now[0])
-    assert [a for a, _ in runs] == ["request"] and "req:r" in actor.busy
-    refused = ScriptResult(provider="p", action="request", outcome="not_started",
-                           reason="p request: not started: the provider's lease is no longer held")
-    actor._script(ScriptDone(result=refused, tag=runs[0][1]))
-    assert journal.q.empty(), "nothing happened at the provider: nothing to record, no provider disabled"
-    assert "req:r" not in actor.busy and actor.p.provider("p").status == "active"
-    actor._reconcile(now[0] + 1)
-    assert [a for a, _ in runs].count("request") == 2, "the next reconcile runs it again"
-    assert actor.p.requests["r"].attempts == 0
