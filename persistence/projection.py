@@ -114,6 +114,9 @@ class Part:
     instance_states: dict[str, dict[str, None]] = field(default_factory=dict)
     #: every request, ended or not (LSF-style owners ask each one for its machines)
     requests: dict[str, None] = field(default_factory=dict)
+    #: host name -> instance key, for host events that carry names only (the last instance seen
+    #: under a name wins; the name is the record's own string, no copy)
+    by_name: dict[str, str] = field(default_factory=dict)
 
     def enter(self, key: str, state: str, before: str | None = None) -> None:
         """Move instance ``key`` from state ``before`` (None: new) to ``state``."""
@@ -142,8 +145,6 @@ class Projection:
         self.requests: dict[str, RequestRecord] = {}
         #: keyed by ``provider/machine_id``
         self.instances: dict[str, InstanceRecord] = {}
-        #: ``provider/name`` -> instance key, for host events that carry names only
-        self.by_name: dict[str, str] = {}
         #: per provider: the last host event seq its owner turned into a fact
         self.host_event_seq: dict[str, int] = {}
         self.grants: dict[str, GrantRecord] = {}
@@ -195,7 +196,7 @@ class Projection:
         return rec
 
     def instance_by_name(self, provider: str, name: str) -> InstanceRecord | None:
-        key = self.by_name.get(f"{provider}/{name}")
+        key = self.part(provider).by_name.get(name)
         return self.instances.get(key) if key else None
 
     def part(self, provider: str) -> Part:
@@ -344,7 +345,8 @@ class Projection:
             machine_id=p.machine_id,
             name=p.name,
             history=History().advance(INSTANCE, p.state, fact.time, p.reason),
-            request_id=p.request_id,
+            # The request's own id string: a hundred instances of one request share it.
+            request_id=req.id if req else p.request_id,
             template=p.template or (req.template if req else None),
             item_id=req.item_id if req else "",
             launched_at=p.launched_at,
@@ -360,7 +362,7 @@ class Projection:
         self.instances[key] = rec
         part.enter(key, p.state)
         if p.name:
-            self.by_name[sys.intern(f"{fact.provider}/{p.name}")] = key
+            part.by_name[p.name] = key
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
         key = sys.intern(f"{fact.provider}/{p.machine_id}")

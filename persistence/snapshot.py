@@ -31,7 +31,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from itertools import chain, islice, starmap
+from itertools import chain, starmap
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -50,7 +50,7 @@ from messages.records import (
     RequestRecord,
     ResourceRecord,
 )
-from messages.states import History, StatusChange
+from messages.states import History
 from persistence.port import Controller
 from persistence.projection import Part, Projection, bulk
 
@@ -106,19 +106,25 @@ class _Histories:
     """A column of histories, flattened: one entry per change, and each history's length."""
 
     def encode(self, values: list[History]) -> Any:
-        changes = [c for h in values for c in h.changes]
+        # A history is flat: its state, then (state, at, reason) per change.
         return {
-            "length": [len(h.changes) for h in values],
-            "state": _PLAIN.encode([c.state for c in changes]),
-            "at": [c.at for c in changes],
-            "reason": _PLAIN.encode([c.reason for c in changes]),
+            "length": [(len(h) - 1) // 3 for h in values],
+            "state": _PLAIN.encode([s for h in values for s in h[1::3]]),
+            "at": [at for h in values for at in h[2::3]],
+            "reason": _PLAIN.encode([r for h in values for r in h[3::3]]),
         }
 
     def decode(self, data: Any) -> list[History]:
-        changes = iter(list(starmap(StatusChange, zip(_PLAIN.decode(data["state"]), _PLAIN.decode(data["at"]),
-                                                      _PLAIN.decode(data["reason"]), strict=True))))
-        out = [History.of(tuple(islice(changes, n))) for n in data["length"]]
-        if next(changes, None) is not None or sum(data["length"]) != sum(len(h.changes) for h in out):
+        changes = list(zip(_PLAIN.decode(data["state"]), _PLAIN.decode(data["at"]), _PLAIN.decode(data["reason"]),
+                           strict=True))
+        out, at = [], 0
+        for n in data["length"]:
+            if n < 0 or at + n > len(changes):
+                raise ValueError("history lengths do not add up to the changes stored")
+            mine = changes[at:at + n]
+            out.append(History((mine[-1][0] if n else None, *chain.from_iterable(mine))))
+            at += n
+        if at != len(changes):
             raise ValueError("history lengths do not add up to the changes stored")
         return out
 
@@ -221,7 +227,7 @@ _INDEXES = {"open_orders": "orders", "open_requests": "requests", "live_instance
             "live_grants": "grants"}
 _DECISIONS = _Kind(DecisionRecord, "decisions", owner=None)  # global: every part keeps them
 #: Every attribute of a projection a snapshot carries or rebuilds (``_only`` is the filter, never saved).
-_STATE = {"_only", "seq", "planner", *(k.attr for k in _KINDS), "parts", "by_name",
+_STATE = {"_only", "seq", "planner", *(k.attr for k in _KINDS), "parts",
           "host_event_seq", "decisions", "budget_events", "anomalies"}
 _BUDGET_EVENTS = _Models(BudgetEvent)
 
@@ -308,7 +314,9 @@ class Snapshot:
             p.parts = {owner: _part(lists) for owner, lists in self._by_owner().items()
                        if any(kind in lists for kind in _MOVING)}
             # Names are never reassigned and instances never dropped: the last instance seen under a name wins.
-            p.by_name = {sys.intern(f"{i.provider}/{i.name}"): key for key, i in p.instances.items() if i.name}
+            for key, inst in p.instances.items():
+                if inst.name:
+                    p.parts[inst.provider].by_name[inst.name] = key
             p.host_event_seq = dict(self.host_event_seq)
             p.decisions.extend(starmap(DecisionRecord, self.decisions))
             p.budget_events.extend(self.budget_events)

@@ -46,7 +46,10 @@ def _ordered(part: Part) -> dict[str, Any]:
     out = {}
     for f in dataclasses.fields(part):
         value = getattr(part, f.name)
-        out[f.name] = sorted((k, list(v)) for k, v in value.items()) if f.name == "instance_states" else list(value)
+        if f.name == "instance_states":
+            out[f.name] = sorted((k, list(v)) for k, v in value.items())
+        else:
+            out[f.name] = list(value.items())
     return out
 
 
@@ -169,3 +172,15 @@ def test_record_fields_each_have_a_codec():
 
     with pytest.raises(TypeError, match="Odd.when"):
         snapshot._Kind(Odd, "odd")
+
+
+@pytest.mark.parametrize("change", [lambda n: [-1, *n[1:]], lambda n: [n[0] + 1, *n[1:]], lambda n: n[:-1]])
+def test_history_lengths_that_do_not_add_up_are_a_value_error(change):
+    import orjson
+
+    facts = varied_log(10)
+    body = orjson.loads(encode(replay(facts), facts[-1].id, {}))
+    column = body["records"]["instances"]["fields"]["history"]
+    column["length"] = change(column["length"])
+    with pytest.raises(ValueError, match="history lengths"):
+        decode(orjson.dumps(body))

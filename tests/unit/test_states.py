@@ -61,6 +61,17 @@ def test_history_keeps_order_and_times():
     assert [c.state for c in h.changes] == ["planned", "submitted", "running"]
     assert h.since("submitted") == 2.0
     assert h.since("complete") is None
+    assert h.state == "running" and History().state is None
+
+
+def test_a_history_rebuilt_from_its_changes_is_the_same_and_advancing_leaves_the_old_one_alone():
+    old = History().advance(INSTANCE, "requested", 1.0).advance(INSTANCE, "provisioning", 2.0, "why")
+    new = old.advance(INSTANCE, "running", 3.0)
+    assert History.of(old.changes) == old and History.of(()) == History()
+    assert [(c.state, c.at, c.reason) for c in old.changes] == [("requested", 1.0, ""), ("provisioning", 2.0, "why")]
+    assert (old.state, new.state) == ("provisioning", "running")
+    assert new.since("running") == 3.0 and old.since("running") is None
+    assert new.changes[:2] == old.changes
 
 
 def test_in_flight_states_resume_and_intents_repeat():
