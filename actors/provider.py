@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from actors.base import Actor, handles
+from actors.pooled import PooledActor
 from actors.journal import Restored
 from lease.port import Lease
 from messages.commands import (
@@ -79,7 +80,9 @@ HELD = frozenset({"running", "joined", "idle", "busy"})
 SCAN_EVERY_POLLS = 12
 
 
-class ProviderActor(Actor):
+class ProviderActor(PooledActor, Actor):
+    """The owner of one provider; a thousand of them take turns on a few threads (``actors.pooled``)."""
+
     def __init__(
         self,
         cfg: ProviderConfig,
