@@ -3,11 +3,11 @@
 It reads the daemon's shared projection of every fact (``persistence.shared``:
 the journal keeps it fed, and the owner reads its provider's part under its
 lock) or, built without one, a projection of its own fed with its provider's
-facts. After every change and on every tick it reconciles: orders become intent facts,
-committed intents become script calls, script results become facts. Effects
-are driven only by committed facts, so a live run and a restart take the same
-path: an intent found in the log is simply carried out (with its token), as
-the restart rules beside the state machines say.
+facts. After every change and on every tick it reconciles: orders become
+intent facts, committed intents become script calls, script results become
+facts. Effects are driven only by committed facts, so a live run and a
+restart take the same path: an intent found in the log is simply carried out
+(with its token), as the restart rules beside the state machines say.
 
 In-memory state is only what is in flight right now (which script runs for
 which record, which write awaits its reply); losing it loses nothing.
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from actors.base import Actor, handles
-from actors.pooled import PooledActor
 from actors.journal import Restored
+from actors.pooled import PooledActor
 from lease.port import Lease
 from messages.commands import (
     Append,
