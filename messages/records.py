@@ -64,7 +64,9 @@ class RequestRecord:
 @dataclass(slots=True)
 class InstanceRecord:
     provider: str
-    machine_id: str
+    #: ``provider/machine_id``: the record's key in the projection, one string every index shares
+    #: (the machine id is read from it, not kept twice).
+    key: str
     name: str
     history: History
     request_id: str = ""
@@ -80,8 +82,8 @@ class InstanceRecord:
     reason: str = ""
 
     @property
-    def key(self) -> str:
-        return f"{self.provider}/{self.machine_id}"
+    def machine_id(self) -> str:
+        return self.key[len(self.provider) + 1:]
 
     @property
     def state(self) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -335,14 +334,14 @@ class Projection:
             rec.outcome = p.outcome
 
     def _instance_seen(self, fact: Fact, p: InstanceSeen) -> None:
-        # Interned: one string per instance for every index here and in every other projection.
-        key = sys.intern(f"{fact.provider}/{p.machine_id}")
+        # One string per instance: the record keeps it, and every index holds the same one.
+        key = f"{fact.provider}/{p.machine_id}"
         if key in self.instances:
             return
         req = self.requests.get(p.request_id)
         rec = InstanceRecord(
             provider=fact.provider,
-            machine_id=p.machine_id,
+            key=key,
             name=p.name,
             history=History().advance(INSTANCE, p.state, fact.time, p.reason),
             # The request's own id string: a hundred instances of one request share it.
@@ -365,8 +364,8 @@ class Projection:
             part.by_name[p.name] = key
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
-        key = sys.intern(f"{fact.provider}/{p.machine_id}")
-        rec = self.instances[key]
+        rec = self.instances[f"{fact.provider}/{p.machine_id}"]
+        key = rec.key
         if p.event_seq is not None:
             self.host_event_seq[fact.provider] = max(self.host_event_seq.get(fact.provider, 0), p.event_seq)
         if p.state == rec.state:

@@ -222,6 +222,8 @@ _KINDS = (
     _Kind(ResourceRecord, "resources"),
 )
 _OWNER = {k.attr: k.owner for k in _KINDS}
+#: Where an instance row holds its key (the record keeps the key it is stored under).
+_INSTANCE_KEY = [f.name for f in dataclasses.fields(InstanceRecord)].index("key")
 #: The projection's ordered key sets, and the records their keys point into.
 _INDEXES = {"open_orders": "orders", "open_requests": "requests", "live_instances": "instances",
             "live_grants": "grants"}
@@ -311,7 +313,9 @@ class Snapshot:
             p.planner = self.planner
             for kind in _KINDS:
                 setattr(p, kind.attr, kind.build(self.rows[kind.attr]))
-            p.parts = {owner: _part(lists) for owner, lists in self._by_owner().items()
+            # One string per instance key, as a replay builds: the record's own, in every index.
+            p.instances = {inst.key: inst for inst in p.instances.values()}
+            p.parts = {owner: _part(lists, p.instances) for owner, lists in self._by_owner().items()
                        if any(kind in lists for kind in _MOVING)}
             # Names are never reassigned and instances never dropped: the last instance seen under a name wins.
             for key, inst in p.instances.items():
@@ -365,15 +369,19 @@ def _states(p: Projection) -> dict[str, list[str]]:
 _MOVING = ("orders", "requests", "instances", "grants")
 
 
-def _part(lists: dict[str, list[tuple[int, str]]]) -> Part:
-    """A provider's part from its share of the snapshot's keys (``Snapshot._by_owner``)."""
+def _part(lists: dict[str, list[tuple[int, str]]], instances: Mapping[str, InstanceRecord]) -> Part:
+    """A provider's part from its share of the snapshot's keys (``Snapshot._by_owner``).
 
-    def keys(name: str) -> dict[str, None]:
-        return dict.fromkeys(k for _, k in lists.get(name, ()))
+    Instance keys are the records' own strings, not the copies decoded with each index.
+    """
+
+    def keys(name: str, of_instances: bool = False) -> dict[str, None]:
+        found = (k for _, k in lists.get(name, ()))
+        return dict.fromkeys(instances[k].key for k in found) if of_instances else dict.fromkeys(found)
 
     return Part(
-        **{name: keys(name) for name in _INDEXES},
-        instance_states={name.removeprefix("state:"): keys(name) for name, found in lists.items()
+        **{name: keys(name, _INDEXES[name] == "instances") for name in _INDEXES},
+        instance_states={name.removeprefix("state:"): keys(name, True) for name, found in lists.items()
                          if name.startswith("state:") and found},
         requests=keys("requests"),
     )
@@ -403,6 +411,8 @@ def decode(body: bytes) -> Snapshot:
                                        strict=True)),
                 anomalies=[str(a) for a in d["anomalies"]],
             )
+            if any(row[_INSTANCE_KEY] != key for key, row in rows["instances"].items()):
+                raise ValueError("an instance's key differs from the key it is stored under")
             for name, keys in [*snap.indexes.items(), *snap.instance_states.items()]:
                 records = snap.rows[_INDEXES.get(name, "instances")]
                 if not all(map(records.__contains__, keys)):

@@ -184,3 +184,25 @@ def test_history_lengths_that_do_not_add_up_are_a_value_error(change):
     column["length"] = change(column["length"])
     with pytest.raises(ValueError, match="history lengths"):
         decode(orjson.dumps(body))
+
+
+def test_a_restore_keeps_one_string_per_instance_key_as_a_replay_does():
+    facts = varied_log(11)
+    for p in (replay(facts), snapshot_at(facts, len(facts)).projection()):
+        records = {id(inst.key) for inst in p.instances.values()}
+        assert {id(k) for k in p.instances} == records
+        in_indexes = {id(k) for part in p.parts.values()
+                      for k in (*part.live_instances, *part.by_name.values(),
+                                *(k for keys in part.instance_states.values() for k in keys))}
+        assert in_indexes and in_indexes <= records, "every index holds the record's own key string"
+
+
+def test_an_instance_stored_under_another_key_is_a_value_error():
+    import orjson
+
+    facts = varied_log(12)
+    body = orjson.loads(encode(replay(facts), facts[-1].id, {}))
+    keys = body["records"]["instances"]["keys"]
+    keys[0], keys[1] = keys[1], keys[0]
+    with pytest.raises(ValueError, match="key differs"):
+        decode(orjson.dumps(body))
