@@ -181,6 +181,8 @@ class JournalActor(Actor):
         self.joining: list[_Subscriber] = []
         self.replay_queued = False
         self.shared = shared
+        #: Timers started and maybe still waiting (cancelled at stop).
+        self.timers: list[threading.Timer] = []
 
     def on_start(self) -> None:
         self.delivered = self.controller.last_seq()
@@ -345,9 +347,7 @@ class JournalActor(Actor):
             log.error("journal: replay for %d subscribers failed, retrying: %s", len(joining), exc)
             self.joining = joining + self.joining
             self.replay_queued = True
-            timer = threading.Timer(REPLAY_RETRY, self._retry_replay)
-            timer.daemon = True
-            timer.start()
+            self._later(REPLAY_RETRY, self._retry_replay)
             return
         for sub in joining:
             # The demand goes first: a planner that caught up without it would take "no demand
@@ -370,10 +370,21 @@ class JournalActor(Actor):
         if self.snapshot is None or self.snapshots.seq() > self.snapshot.seq:
             self.snapshot = self.snapshots.load(self.controller)
         self.snapshot_used = time.monotonic()
-        timer = threading.Timer(KEEP_SNAPSHOT, self._tell_forget, (self.snapshot_used,))
-        timer.daemon = True
-        timer.start()
+        self._later(KEEP_SNAPSHOT, self._tell_forget, self.snapshot_used)
         return self.snapshot
+
+    def _later(self, seconds: float, fn: Callable[..., None], *args: Any) -> None:
+        """Call ``fn`` on a timer thread; ``on_stop`` cancels the timers still waiting."""
+        self.timers = [t for t in self.timers if t.is_alive()]
+        timer = threading.Timer(seconds, fn, args)
+        timer.daemon = True
+        self.timers.append(timer)
+        timer.start()
+
+    def on_stop(self) -> None:
+        # A waiting timer holds the journal, and with it the shared projection, long after a stop.
+        for timer in self.timers:
+            timer.cancel()
 
     def _tell_forget(self, used: float) -> None:
         if self.actor_ref.is_alive():

@@ -61,6 +61,8 @@ class _Workers:
                 mailbox.turn()
             except BaseException:  # a worker must outlive any actor's failure
                 log.exception("actor worker: a turn of %s failed", mailbox.actor)
+            # Hold no actor while waiting: a stopped one (and its daemon's projection) must go.
+            del mailbox
 
 
 _WORKERS = _Workers(WORKERS)

@@ -97,3 +97,5 @@ class ScriptPool:
                 turn()
             except Exception:  # a runner's bug must not cost the daemon a worker
                 log.exception("%s: a script turn failed", self.name)
+            # Hold no runner while waiting: a stopped one (and its actor) must go.
+            del turn

@@ -104,3 +104,24 @@ def test_a_turn_queued_after_close_still_runs():
     assert second.wait(5)
     pool.close()
     assert _soon(lambda: pool.threads() == []), "closed workers end"
+
+
+def test_an_idle_worker_holds_no_turn_it_ran():
+    import gc
+    import weakref
+
+    class Runner:
+        def __init__(self) -> None:
+            self.ran = threading.Event()
+
+        def turn(self) -> None:
+            self.ran.set()
+
+    pool = ScriptPool(workers=1, idle_exit=30)
+    runner = Runner()
+    gone = weakref.ref(runner)
+    pool.put(runner.turn)
+    assert runner.ran.wait(5)
+    del runner
+    assert _soon(lambda: gc.collect() is not None and gone() is None), "a stopped runner (and its actor) must go"
+    pool.close()

@@ -140,3 +140,20 @@ def test_one_busy_actor_does_not_starve_the_others_even_on_one_worker(monkeypatc
         assert not busy_ref.actor_inbox.empty(), "served after a turn of the busy actor, not after all its mail"
     finally:
         _stop_all([busy_ref, other])
+
+
+def test_a_stopped_actor_is_not_kept_alive_by_the_worker_that_served_it_last(monkeypatch):
+    import gc
+    import weakref
+
+    monkeypatch.setattr(pooled, "_WORKERS", pooled._Workers(1))
+    ref = Recorder.start([])
+    assert ref.ask("hello") == "hello"
+    actor = weakref.ref(ref.actor_inbox.actor)
+    ref.stop()
+    del ref
+    deadline = time.monotonic() + 5
+    while actor() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    assert actor() is None, "an idle worker holds no actor (nor what the actor holds: a whole projection)"

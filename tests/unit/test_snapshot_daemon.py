@@ -135,3 +135,18 @@ def test_a_daemon_writes_a_snapshot_at_stop_and_its_successor_starts_from_it(tmp
     finally:
         daemon.stop()
     assert "loaded seq" in caplog.text
+
+
+def test_a_stopped_journal_leaves_no_timer_holding_it_and_its_snapshot(tmp_path, controller):
+    store = SnapshotStore(tmp_path / "x.snapshot")
+    ReadModel(controller, store).write_snapshot()
+    journal = JournalActor.start(controller, snapshots=store)
+    inbox = Inbox()
+    journal.tell(Subscribe(ref=inbox))
+    _feed(inbox)
+    timers = journal.proxy().timers.get()
+    assert timers and all(t.is_alive() for t in timers), "the decoded snapshot is kept a while for joiners"
+    journal.stop()
+    for t in timers:
+        t.join(timeout=5)
+        assert not t.is_alive(), "cancelled at stop, not left to hold the journal for KEEP_SNAPSHOT seconds"
