@@ -95,7 +95,8 @@ def bulk() -> Iterator[None]:
 
 @dataclass(slots=True)
 class Part:
-    """One provider's records still in motion, in the order they got there.
+    """One provider's indexes: what is still in motion there, in the order it got
+    there, and its requests and host names.
 
     An owner reconciles from its own part, so a projection of every provider
     serves a thousand owners without any of them scanning the others' records.
