@@ -49,7 +49,6 @@ from messages.commands import (
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
 from persistence.port import Changes, Controller
-from persistence.projection import Projection
 from persistence.shared import SharedProjection
 from persistence.snapshot import Snapshot, SnapshotStore
 
@@ -82,9 +81,6 @@ class Restored(ActorMessage):
     """The state a subscriber starts from: a snapshot's share for it. The facts after it follow."""
 
     snapshot: Any
-
-    def projection(self) -> Projection:
-        return self.snapshot.projection()
 
 
 class _SharedFeed:

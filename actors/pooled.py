@@ -136,7 +136,10 @@ class PooledActor(pykka.ThreadingActor):
         self.actor_inbox.start()
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
-        """One message, under pykka's rules: an ask's error goes to its caller, a tell's to ``on_failure``."""
+        """One message, under pykka's rules: an ask's error goes to its caller, a tell's to ``on_failure``.
+
+        The body of pykka's ``_actor_loop_running``, which cannot be called per message: it blocks on the inbox.
+        """
         try:
             response = self._handle_receive(envelope.message)
             if envelope.reply_to is not None:

@@ -1,10 +1,11 @@
 """The composition root: start the actors in dependency order, stop them in reverse.
 
 journal (the only writer, which also keeps the one projection of every fact
-that the planner, the budget and the REST read model share) -> budget ->
-lease actor (which starts the planner and one actor per owned provider) -> ticker and tailer (the two threads that
-turn time and the controller's changes into messages) -> the REST API, whose
-socket is bound before anything else starts so a taken port fails at once.
+that the planner, the budget, the provider actors and the REST read model
+share) -> budget -> lease actor (which starts the planner and one actor per
+owned provider) -> ticker and tailer (the two threads that turn time and the
+controller's changes into messages) -> the REST API, whose socket is bound
+before anything else starts so a taken port fails at once.
 
 The journal's commit hook feeds the audit log and the commit-time metric;
 script results pass the metrics on their way back to the provider actors.

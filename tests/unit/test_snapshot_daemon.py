@@ -57,12 +57,12 @@ def test_the_journal_starts_a_subscriber_from_the_snapshot_then_sends_only_the_f
         assert isinstance(seen[0], Restored) and seen[0].snapshot.seq == at
         replayed = [f for m in seen if isinstance(m, Committed) for f in m.facts]
         assert replayed and min(f.seq for f in replayed) == at + 1, "nothing the snapshot holds is sent again"
-        p = seen[0].projection()
+        p = seen[0].snapshot.projection()
         p.apply_all(replayed)
         assert state(p) == state(replay(controller))
 
         mine = _feed(own)
-        p = mine[0].projection()
+        p = mine[0].snapshot.projection()
         assert p.instances and {i.provider for i in p.instances.values()} == {"a"}
         assert all(f.provider in ("", "a") for m in mine if isinstance(m, Committed) for f in m.facts)
     finally:
