@@ -53,10 +53,11 @@ def _wait_started(d: Daemon) -> None:
 
 
 def _kill_and_time(cluster: Cluster, owner: Daemon, standby: Daemon) -> float:
+    # Read before the kill: with a short TTL the standby may take a lease before the killed owner is reaped.
+    before = cluster.c.last_seq()
     owner.signal(signal.SIGKILL)
     killed = time.time()
     owner.proc.wait(timeout=10)
-    before = cluster.c.last_seq()
     limit = cluster.ttl + 10
     wait_until(lambda: _holds_all(cluster, standby.instance), timeout=limit, what="the standby to hold every lease")
     # The standby stamps each lease it takes with a fact, made right after the grant.
