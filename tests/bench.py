@@ -169,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: check the harness, not the figures")
     ap.add_argument("--out", default="bench-results.json")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR)  # the daemons started here log their lives; the figures are the output
     results = []
     failed = False
     with tempfile.TemporaryDirectory(prefix="provisioner-bench-") as tmp:
@@ -197,4 +196,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.ERROR)  # the daemons started here log their lives; the figures are the output
     sys.exit(main())

@@ -59,10 +59,15 @@ def _kill_and_time(cluster: Cluster, owner: Daemon, standby: Daemon) -> float:
     killed = time.time()
     owner.proc.wait(timeout=10)
     limit = cluster.ttl + 10
-    wait_until(lambda: _holds_all(cluster, standby.instance), timeout=limit, what="the standby to hold every lease")
-    # The standby stamps each lease it takes with a fact, made right after the grant.
-    held = max(f.time for f in cluster.c.read(after=before)
-               if f.kind == "lease_acquired" and f.payload.holder == standby.instance)
+
+    def acquired() -> dict[str, float]:
+        """When the standby stamped each lease it took; the stamp follows the grant, not with it."""
+        return {f.payload.name: f.time for f in cluster.c.read(after=before)
+                if f.kind == "lease_acquired" and f.payload.holder == standby.instance}
+
+    wait_until(lambda: len(acquired()) == len(cluster.sims) + 1, timeout=limit,
+               what="the standby to take and stamp every lease")
+    held = max(acquired().values())
     first: dict[str, float] = {}
 
     def ran_everywhere() -> bool:

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 
 from messages.demand import HostItem, UnitItem
+from policy.cooldown import cooldowns
 from policy.matching import Selector
 from sim.config import SimConfig
 from sim.engine import Engine
@@ -32,6 +33,10 @@ GAP = 1800.0
 #: half an hour: each live step waits out the grace, so both start every step from the same state.
 #: Idle supply waits as long before it goes back, so the license server's use is seen first.
 GRACE = 3.0
+#: A failed request cools its provider down for this long. Within a step the live planner must move the
+#: failed need on before the cooldown ends (the simulator does so at once), and each live step waits the
+#: cooldown out, as the half-hour simulated gap does.
+COOLDOWN = 5.0
 
 A = {"kind": "hosts", "seed": 3, "name_prefix": "a", "priority": 10, "cost_per_hour": 1.0, "lead_time": 0,
      "templates": [{"id": "a8", "max_number": 4, "attributes": {"type": "X86_64", "ncpus": 8}}],
@@ -108,7 +113,8 @@ class LiveScheduler:
             if snap is not None:
                 self.c.put_demand(snap)
             orders, requests, _, _ = p.open()
-            moving = orders or requests or p.instances_in("requested", "provisioning", "running")
+            moving = (orders or requests or p.instances_in("requested", "provisioning", "running")
+                      or cooldowns(p.requests.values(), now, COOLDOWN, COOLDOWN))
             if p.seq != last_seq or moving or snap is not None or changes or joined:
                 quiet_since, last_seq = time.monotonic(), p.seq
             elif time.monotonic() - quiet_since > GRACE + 0.5:
@@ -126,7 +132,8 @@ def test_the_simulator_and_the_live_daemon_make_the_same_decisions(tmp_path, sta
     cfg = make_config(tmp_path, [sim_provider(tmp_path, "a", A), sim_provider(tmp_path, "b", B),
                                  sim_provider(tmp_path, "units", UNITS_SIM)],
                       lease={"ttl": "10s", "renew_every": "2s"},
-                      policy={"join_grace": f"{GRACE}s", "idle_time": f"{GRACE}s"})
+                      policy={"join_grace": f"{GRACE}s", "idle_time": f"{GRACE}s",
+                              "cooldown": f"{COOLDOWN}s", "backoff_max": f"{COOLDOWN}s"})
     run = start_daemon(cfg)
     run.wait_state(lambda s: all(s.providers.get(n) and s.providers[n].description and s.providers[n].owner
                                  for n in ("a", "b", "units")), "the providers described and owned")
