@@ -54,7 +54,11 @@ from persistence.snapshot import Snapshot, SnapshotStore
 
 log = logging.getLogger(__name__)
 
-CHUNK = 5_000
+#: Facts read from the log at a time. Each read's decoded facts die once applied, while what they
+#: leave in the projection lives on among the holes they leave in the allocator's pools: a small
+#: chunk keeps those holes few. 5,000 left some 10 MiB of them after replaying 200,000 facts;
+#: 500 replays as fast.
+CHUNK = 500
 #: Seconds before a replay that could not read the log is tried again.
 REPLAY_RETRY = 0.5
 #: Seconds a decoded snapshot is kept after the last subscriber restored from it.

@@ -246,9 +246,8 @@ class Snapshot:
     planner: tuple[str, int]
     #: per record kind: key -> row, in the projection's order
     rows: dict[str, dict[str, tuple[Any, ...]]]
-    #: the projection's ordered key sets (``open_orders`` ...), and instance keys by state
+    #: the projection's ordered key sets (``open_orders`` ...)
     indexes: dict[str, list[str]]
-    instance_states: dict[str, list[str]]
     host_event_seq: dict[str, int]
     decisions: list[tuple[Any, ...]]
     budget_events: list[tuple[float, BudgetEvent]]
@@ -280,7 +279,6 @@ class Snapshot:
             self,
             rows=rows,
             indexes={name: keys(name) for name in self.indexes},
-            instance_states={s: keys(f"state:{s}") for s in self.instance_states},
             host_event_seq={p: s for p, s in self.host_event_seq.items() if p in wanted},
             anomalies=[],
             _owners=None,
@@ -300,8 +298,6 @@ class Snapshot:
                 group(attr, records, attr)
             for name, keys in self.indexes.items():
                 group(name, keys, _INDEXES[name])
-            for state, keys in self.instance_states.items():
-                group(f"state:{state}", keys, "instances")
             self._owners = owners
         return self._owners
 
@@ -347,22 +343,12 @@ def _body(p: Projection, fact_id: str, counts: Mapping[str, int]) -> dict[str, A
         "records": {kind.attr: {"keys": list(getattr(p, kind.attr)),
                                 "fields": kind.encode(getattr(p, kind.attr).values())} for kind in _KINDS},
         "indexes": {name: [k for part in p.parts.values() for k in getattr(part, name)] for name in _INDEXES},
-        "instance_states": _states(p),
         "host_event_seq": p.host_event_seq,
         "decisions": {"count": len(p.decisions), "fields": _DECISIONS.encode(p.decisions)},
         "budget_events": {"at": [t for t, _ in p.budget_events],
                           "event": _BUDGET_EVENTS.encode([e for _, e in p.budget_events])},
         "anomalies": list(p.anomalies),
     }
-
-
-def _states(p: Projection) -> dict[str, list[str]]:
-    """Instance keys by state, every provider's together."""
-    out: dict[str, list[str]] = {}
-    for part in p.parts.values():
-        for state, keys in part.instance_states.items():
-            out.setdefault(state, []).extend(keys)
-    return out
 
 
 #: Records a provider has a part for once it has any of them (as a replay makes one).
@@ -381,8 +367,6 @@ def _part(lists: dict[str, list[tuple[int, str]]], instances: Mapping[str, Insta
 
     return Part(
         **{name: keys(name, _INDEXES[name] == "instances") for name in _INDEXES},
-        instance_states={name.removeprefix("state:"): keys(name, True) for name, found in lists.items()
-                         if name.startswith("state:") and found},
         requests=keys("requests"),
     )
 
@@ -404,7 +388,6 @@ def decode(body: bytes) -> Snapshot:
                 planner=(str(d["planner"][0]), int(d["planner"][1])),
                 rows=rows,
                 indexes={name: _PLAIN.decode(d["indexes"][name]) for name in _INDEXES},
-                instance_states={str(s): _PLAIN.decode(keys) for s, keys in d["instance_states"].items()},
                 host_event_seq={str(k): int(v) for k, v in d["host_event_seq"].items()},
                 decisions=_DECISIONS.decode(d["decisions"]["fields"], int(d["decisions"]["count"])),
                 budget_events=list(zip(_PLAIN.decode(events["at"]), _BUDGET_EVENTS.decode(events["event"]),
@@ -413,8 +396,8 @@ def decode(body: bytes) -> Snapshot:
             )
             if any(row[_INSTANCE_KEY] != key for key, row in rows["instances"].items()):
                 raise ValueError("an instance's key differs from the key it is stored under")
-            for name, keys in [*snap.indexes.items(), *snap.instance_states.items()]:
-                records = snap.rows[_INDEXES.get(name, "instances")]
+            for name, keys in snap.indexes.items():
+                records = snap.rows[_INDEXES[name]]
                 if not all(map(records.__contains__, keys)):
                     raise ValueError(f"{name} names records the snapshot does not hold")
             return snap

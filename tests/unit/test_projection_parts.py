@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from messages.facts import InstanceChanged, InstanceSeen, Order, RequestChanged, RequestPlanned, make_fact
 from persistence.projection import Projection
 
@@ -67,11 +69,16 @@ def test_a_provider_with_nothing_in_motion_has_an_empty_part_that_stays_empty():
     assert "nobody" not in p.parts, "reading a part creates none"
 
 
-def test_a_state_no_instance_is_in_keeps_no_entry():
+def test_instances_in_reads_live_instances_in_the_order_of_the_log():
     p = Projection()
     p.apply_all(_log())
-    assert "lost" in p.parts["b"].instance_states and "running" in p.parts["b"].instance_states
-    assert "joined" not in p.parts["b"].instance_states
+    assert [i.key for i in p.instances_in("running", "joined", provider="a")] == ["a/m1", "a/m2"], \
+        "the order of the log, not of the states asked for"
+    assert [i.key for i in p.instances_in("running", provider="b")] == ["b/m1"]
     p.apply(make_fact(InstanceChanged(kind="instance_joined", machine_id="m1", state="joined"), provider="b",
                       now=T0 + 6).model_copy(update={"seq": 100}))
-    assert "running" not in p.parts["b"].instance_states, "the last instance left running"
+    assert p.instances_in("running", provider="b") == [], "the last instance left running"
+    assert [i.key for i in p.instances_in("joined", provider="b")] == ["b/m1"]
+    with pytest.raises(ValueError, match="live instances only"):
+        p.instances_in("joined", "lost", provider="b")
+    assert p.instances["b/m2"].state == "lost", "an ended instance keeps its record"
