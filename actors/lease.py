@@ -10,7 +10,6 @@ nothing more even while its stop message is still queued.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +45,11 @@ class Revocation:
     script or write, whichever thread runs first.
     """
 
+    __slots__ = ("_set", "_until", "_monotonic")
+
     def __init__(self, valid_until: float, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._event = threading.Event()
+        # A flag, not an Event: nobody waits on it, and an Event costs a Condition per provider.
+        self._set = False
         self._until = valid_until
         self._monotonic = monotonic
 
@@ -55,10 +57,10 @@ class Revocation:
         self._until = max(self._until, valid_until)
 
     def set(self) -> None:
-        self._event.set()
+        self._set = True
 
     def is_set(self) -> bool:
-        return self._event.is_set() or self._monotonic() >= self._until
+        return self._set or self._monotonic() >= self._until
 
 
 @dataclass

@@ -19,7 +19,6 @@ import logging
 import queue
 import sys
 import threading
-from collections import deque
 from typing import Any
 
 import pykka
@@ -74,7 +73,8 @@ class _Mailbox:
     def __init__(self, actor: "PooledActor") -> None:
         self.actor = actor
         self.lock = threading.Lock()
-        self.mail: deque[Envelope[Any]] = deque()
+        # Not a deque: an empty deque holds a 64-slot block, ten times a SimpleQueue's size.
+        self.mail: queue.SimpleQueue[Envelope[Any]] = queue.SimpleQueue()
         self.started = False
         self.set_up = False
         #: A turn is queued or running: new mail waits for it.
@@ -82,7 +82,7 @@ class _Mailbox:
 
     def put(self, envelope: Envelope[Any]) -> None:
         with self.lock:
-            self.mail.append(envelope)
+            self.mail.put(envelope)
             if not self.started or self.queued:
                 return
             self.queued = True
@@ -90,11 +90,11 @@ class _Mailbox:
 
     def get(self) -> Envelope[Any]:
         with self.lock:
-            return self.mail.popleft()
+            return self.mail.get_nowait()
 
     def empty(self) -> bool:
         with self.lock:
-            return not self.mail
+            return self.mail.empty()
 
     def start(self) -> None:
         """The first turn runs ``on_start``, then whatever mail came before it."""
@@ -112,22 +112,60 @@ class _Mailbox:
             if actor.actor_stopped.is_set():
                 break
             with self.lock:
-                if not self.mail:
+                if self.mail.empty():
                     break
-                envelope = self.mail.popleft()
+                envelope = self.mail.get_nowait()
             actor._handle_envelope(envelope)
         if actor.actor_stopped.is_set():
             actor._actor_loop_teardown()  # asks left unanswered learn the actor is dead
             return  # stays queued: nothing runs a stopped actor again
         with self.lock:
-            if not self.mail:
+            if self.mail.empty():
                 self.queued = False
                 return
         _WORKERS.run(self)
 
 
+class _Stopped:
+    """pykka's ``actor_stopped`` Event, without an Event's Condition until someone waits on it.
+
+    Turns ask it before every message; a thousand idle actors need only the flag.
+    """
+
+    __slots__ = ("_flag", "_event")
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._event: threading.Event | None = None
+
+    def set(self) -> None:
+        self._flag = True
+        event = self._event  # read after the flag: a waiter that made its event before sees it set
+        if event is not None:
+            event.set()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._flag:
+            return True
+        with self._lock:
+            if self._event is None:
+                self._event = threading.Event()
+        if self._flag:  # set before the event existed: nobody else will set it
+            self._event.set()
+        return self._event.wait(timeout)
+
+
 class PooledActor(pykka.ThreadingActor):
     """A pykka actor whose messages the shared workers handle (see the module's docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Before anything can stop it: its ref reads the same flag (pykka copies it into the ref).
+        self.actor_stopped = self._actor_ref.actor_stopped = _Stopped()  # type: ignore[assignment]
 
     def _create_actor_inbox(self) -> Any:  # type: ignore[override]
         return _Mailbox(self)

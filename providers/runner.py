@@ -20,9 +20,9 @@ import re
 import select
 import selectors
 import signal
+import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,10 +133,11 @@ class ScriptRunner:
         self._on_result = on_result
         self._own_pool = pool is None
         self.pool = pool or ScriptPool(provider.script.max_concurrent, idle_exit, name=f"script-{provider.name}")
-        self._jobs: deque[_Job] = deque()
+        # Small while idle, as a thousand runners are: a SimpleQueue, not a deque and its 64-slot block.
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        #: Notified whenever a turn of this runner ends (under ``_lock``).
-        self._turn_ended = threading.Condition(self._lock)
+        #: Notified whenever a turn of this runner ends (under ``_lock``); made by the first wait for one.
+        self._turn_ended: threading.Condition | None = None
         #: Turns of this runner queued in the pool or running there.
         self._turns = 0
         self._inside = threading.local()
@@ -164,7 +165,7 @@ class ScriptRunner:
                 self._turns += 1
                 self.pool.put(lambda: self._turn(job))
                 return
-            self._jobs.append(job)
+            self._jobs.put(job)
             self._offer()
 
     def stop(self, kill: bool = True, wait: float = 5.0) -> None:
@@ -180,8 +181,8 @@ class ScriptRunner:
             running = list(self._running)
             # Queued runs end now, each as a turn of its own: none waits behind a busy pool's queue
             # for its refusal any longer than it must.
-            while self._jobs:
-                job = self._jobs.popleft()
+            while not self._jobs.empty():
+                job = self._jobs.get_nowait()
                 self._turns += 1
                 self.pool.put(lambda job=job: self._turn(job))
         if kill:
@@ -201,13 +202,15 @@ class ScriptRunner:
         stops the runner); False if ``until`` came first."""
         own = 1 if getattr(self._inside, "turn", False) else 0
         with self._lock:
+            if self._turn_ended is None:
+                self._turn_ended = threading.Condition(self._lock)
             return self._turn_ended.wait_for(lambda: self._turns <= own, max(0.0, until - time.monotonic()))
 
     # --- turns on the pool's threads -------------------------------------------------
 
     def _offer(self) -> None:
         """Put a turn in the pool if runs wait and fewer than ``max_concurrent`` are out (caller holds ``_lock``)."""
-        if self._jobs and self._turns < self.provider.script.max_concurrent:
+        if not self._jobs.empty() and self._turns < self.provider.script.max_concurrent:
             self._turns += 1
             self.pool.put(self._turn)
 
@@ -218,7 +221,7 @@ class ScriptRunner:
         try:
             if job is None:
                 with self._lock:
-                    job = self._jobs.popleft() if self._jobs else None
+                    job = None if self._jobs.empty() else self._jobs.get_nowait()
             if job is not None:
                 self._work(job)
         finally:
@@ -226,7 +229,8 @@ class ScriptRunner:
             with self._lock:
                 self._turns -= 1
                 self._offer()
-                self._turn_ended.notify_all()
+                if self._turn_ended is not None:
+                    self._turn_ended.notify_all()
 
     def _work(self, job: _Job) -> None:
         if self._stopped:

@@ -157,3 +157,22 @@ def test_a_stopped_actor_is_not_kept_alive_by_the_worker_that_served_it_last(mon
         gc.collect()
         time.sleep(0.01)
     assert actor() is None, "an idle worker holds no actor (nor what the actor holds: a whole projection)"
+
+
+def test_actor_stopped_can_be_waited_on_like_pykkas_event():
+    ref = Recorder.start([])
+    assert ref.actor_stopped is ref._actor_weakref().actor_stopped, "the ref reads the actor's own flag"
+    assert ref.actor_stopped.wait(0.01) is False and ref.is_alive()
+    woke = []
+    waiter = threading.Thread(target=lambda: woke.append(ref.actor_stopped.wait(10)))
+    waiter.start()
+    ref.stop()
+    waiter.join(10)
+    assert woke == [True] and not ref.is_alive()
+    assert ref.actor_stopped.wait(0) is True, "a wait after the stop returns at once"
+
+
+def test_a_flag_set_before_its_first_wait_is_seen_by_it():
+    flag = pooled._Stopped()
+    flag.set()
+    assert flag.is_set() and flag.wait(0) is True
