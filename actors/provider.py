@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -106,8 +107,9 @@ class ProviderActor(PooledActor, Actor):
         first scans, rather than asking every provider what it holds in the same moment.
         """
         super().__init__()
+        # At most 29 attributes in all (pykka's four included): beyond that Python gives each
+        # instance a dict of its own, a kilobyte more per provider.
         self.cfg = cfg
-        self.name = cfg.name
         self.lease = lease
         self.revoked = revoked
         self.journal = journal
@@ -115,8 +117,7 @@ class ProviderActor(PooledActor, Actor):
         self.controller = controller
         self.policy = policy
         self.resources = [r for r in resources if r.provider == cfg.name]
-        self.work_dir = work_dir
-        self.runner_factory = runner_factory
+        self.make_runner = partial(runner_factory, cfg, work_dir)
         self.clock = clock
         self.scan_after = scan_after
         self.view = shared or SharedProjection()
@@ -138,10 +139,14 @@ class ProviderActor(PooledActor, Actor):
         self.missing: dict[str, int] = {}
         self.runner: Any = None
 
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
     # --- lifecycle -----------------------------------------------------------------
 
     def on_start(self) -> None:
-        self.runner = self.runner_factory(self.cfg, self.work_dir, self._script_done)
+        self.runner = self.make_runner(self._script_done)
         self.runner.may_act = lambda: not self.revoked.is_set()
         self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name], shared=self.shared))
         log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
