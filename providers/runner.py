@@ -44,6 +44,9 @@ STDOUT_LIMIT = 16 * 1024 * 1024
 STDERR_TAIL = 64 * 1024
 REASON_TAIL = 300
 _CHUNK = 64 * 1024
+#: The runner whose turn the current pool thread is running: one thread-local for every runner,
+#: not one each (each would hold a dict and weak references per thread that ever ran its turn).
+_TURN = threading.local()
 
 #: Exit codes with a meaning of their own (DESIGN §10); any other non-zero code is "failed".
 EXIT_OUTCOMES: dict[int, tuple[Outcome, str]] = {
@@ -140,7 +143,6 @@ class ScriptRunner:
         self._turn_ended: threading.Condition | None = None
         #: Turns of this runner queued in the pool or running there.
         self._turns = 0
-        self._inside = threading.local()
         self._stopped = False
         self._killing = False
         self._running: set[_Process] = set()
@@ -200,7 +202,7 @@ class ScriptRunner:
     def _join(self, until: float) -> bool:
         """Wait until no turn of this runner is left (but the caller's own, when a result handler
         stops the runner); False if ``until`` came first."""
-        own = 1 if getattr(self._inside, "turn", False) else 0
+        own = 1 if getattr(_TURN, "runner", None) is self else 0
         with self._lock:
             if self._turn_ended is None:
                 self._turn_ended = threading.Condition(self._lock)
@@ -217,7 +219,7 @@ class ScriptRunner:
     def _turn(self, job: _Job | None = None) -> None:
         """One run: the given one (a refusal), or the next queued. Then, if runs still wait, another turn
         goes to the back of the pool's queue: providers take turns."""
-        self._inside.turn = True
+        _TURN.runner = self
         try:
             if job is None:
                 with self._lock:
@@ -225,7 +227,7 @@ class ScriptRunner:
             if job is not None:
                 self._work(job)
         finally:
-            self._inside.turn = False
+            _TURN.runner = None
             with self._lock:
                 self._turns -= 1
                 self._offer()
