@@ -31,7 +31,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from itertools import chain, starmap
+from itertools import chain, islice, starmap
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -106,12 +106,13 @@ class _Histories:
     """A column of histories, flattened: one entry per change, and each history's length."""
 
     def encode(self, values: list[History]) -> Any:
-        # A history is flat: its state, then (state, at, reason) per change.
+        # A history is flat: its state, then (state, at, reason) per change. No slice per history:
+        # a snapshot is written while the daemon runs, and its garbage would leave holes in the heap.
         return {
             "length": [(len(h) - 1) // 3 for h in values],
-            "state": _PLAIN.encode([s for h in values for s in h[1::3]]),
-            "at": [at for h in values for at in h[2::3]],
-            "reason": _PLAIN.encode([r for h in values for r in h[3::3]]),
+            "state": _PLAIN.encode([s for h in values for s in islice(h, 1, None, 3)]),
+            "at": [at for h in values for at in islice(h, 2, None, 3)],
+            "reason": _PLAIN.encode([r for h in values for r in islice(h, 3, None, 3)]),
         }
 
     def decode(self, data: Any) -> list[History]:
@@ -182,7 +183,6 @@ class _Kind:
         self.cls = cls
         self.attr = attr
         self.names = [f.name for f in fields]
-        self.get = attrgetter(*self.names)
         self.codecs = [_codec(cls, f) for f in fields]
         #: the column naming the provider a record belongs to (parts pick records by it)
         self.owner = self.names.index(owner) if owner else -1
@@ -190,9 +190,10 @@ class _Kind:
         self.lists = [f.name for f in fields if f.default_factory is list]
 
     def encode(self, records: Iterable[Any]) -> dict[str, Any]:
-        rows = list(map(self.get, records))
-        columns = list(zip(*rows)) if rows else [()] * len(self.names)
-        return {name: codec.encode(list(col)) for name, codec, col in zip(self.names, self.codecs, columns)}
+        # Column by column, with no row tuple per record: see ``_Histories.encode``.
+        records = list(records)
+        return {name: codec.encode(list(map(attrgetter(name), records)))
+                for name, codec in zip(self.names, self.codecs)}
 
     def decode(self, data: Mapping[str, Any], n: int) -> list[tuple[Any, ...]]:
         """Rows in field order, to be shared by every projection restored from them."""
