@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 
 from messages.description import ProviderDescription
 from messages.facts import Decision, Order
-from messages.states import History
+from messages.states import INSTANCE, History
+
+#: States past a join that count as joined when no join was seen.
+_SERVING = ("idle", "busy")
 
 
 @dataclass(slots=True)
@@ -73,13 +76,11 @@ class InstanceRecord:
     template: str | None = None
     item_id: str = ""
     launched_at: float | None = None
-    seen_at: float = 0.0
-    joined_at: float | None = None
-    ended_at: float | None = None
     private_ip: str | None = None
     #: The return request currently giving it back, if any.
     return_request_id: str = ""
-    reason: str = ""
+    # Times and the reason are read from the history, not kept beside it: a projection holds
+    # every instance for good, and each slot costs it 8 bytes per instance.
 
     @property
     def machine_id(self) -> str:
@@ -88,6 +89,34 @@ class InstanceRecord:
     @property
     def state(self) -> str:
         return self.history.state or "requested"
+
+    @property
+    def seen_at(self) -> float:
+        """When the facts first saw it."""
+        return self.history[2]
+
+    @property
+    def joined_at(self) -> float | None:
+        """When it last joined, or first went idle or busy with no join seen; None if it never did."""
+        h, at = self.history, None
+        for i in range(1, len(h), 3):
+            if h[i] == "joined" or (at is None and h[i] in _SERVING):
+                at = h[i + 1]
+        return at
+
+    @property
+    def ended_at(self) -> float | None:
+        """When it reached its terminal state, if it has."""
+        return self.history[-2] if self.history[0] in INSTANCE.terminal else None
+
+    @property
+    def reason(self) -> str:
+        """The last reason any of its changes gave ("" if none did)."""
+        h = self.history
+        for i in range(len(h) - 1, 0, -3):
+            if h[i]:
+                return h[i]
+        return ""
 
 
 @dataclass(slots=True)

@@ -346,14 +346,10 @@ class Projection:
             template=p.template or (req.template if req else None),
             item_id=req.item_id if req else "",
             launched_at=p.launched_at,
-            seen_at=fact.time,
             private_ip=p.private_ip,
-            reason=p.reason,
         )
         part = self._part(fact.provider)
-        if p.state in INSTANCE.terminal:
-            rec.ended_at = fact.time
-        else:
+        if p.state not in INSTANCE.terminal:
             part.live_instances[key] = None
         self.instances[key] = rec
         if p.name:
@@ -371,15 +367,10 @@ class Projection:
                 rec.return_request_id = p.request_id
             return
         rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
-        if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
-            rec.joined_at = fact.time
         if p.state in ("return_planned", "returning") and p.request_id:
             rec.return_request_id = p.request_id
         if p.state in INSTANCE.terminal:
-            rec.ended_at = fact.time
             self._part(fact.provider).live_instances.pop(key, None)
-        if p.reason:
-            rec.reason = p.reason
 
     def _grant_changed(self, fact: Fact, p: GrantChanged) -> None:
         if p.kind == "grant_orphan_found" and p.grant_id not in self.grants:

@@ -97,3 +97,28 @@ def test_a_return_planned_again_points_the_host_at_the_new_return_request():
                  for i, s in enumerate(steps)])
     inst = p.instances["a/m"]
     assert inst.state == "return_planned" and inst.return_request_id == "r2"
+
+
+def _instance_through(*changes: tuple[str, str]):
+    """An instance seen running at t=1, then moved through (state, reason) at t=2, 3, ..."""
+    p = Projection()
+    facts = [make_fact(InstanceSeen(machine_id="m", name="h", state="running", reason="seen"), provider="a", now=1.0)]
+    kinds = {"orphaned": "instance_orphan_found"}
+    facts += [make_fact(InstanceChanged(kind=kinds.get(state, f"instance_{state}"), machine_id="m", state=state,
+                                        reason=reason), provider="a", now=2.0 + i)
+              for i, (state, reason) in enumerate(changes)]
+    p.apply_all(f.model_copy(update={"seq": i + 1}) for i, f in enumerate(facts))
+    return p.instances["a/m"]
+
+
+def test_an_instances_times_and_reason_are_read_from_its_history():
+    inst = _instance_through(("joined", ""), ("idle", ""), ("busy", "job"), ("idle", ""))
+    assert inst.seen_at == 1.0 and inst.joined_at == 2.0, "idle and busy after a join do not move it"
+    assert inst.ended_at is None and inst.reason == "job", "the last reason given, not the last change's empty one"
+    assert _instance_through(("idle", ""), ("busy", ""), ("idle", "")).joined_at == 2.0, \
+        "the first idle when no join was seen"
+    assert _instance_through(("orphaned", "late"), ("joined", "")).joined_at == 3.0, "an orphan that joins late"
+    assert _instance_through().joined_at is None
+    ended = _instance_through(("joined", ""), ("return_planned", "idle too long"), ("returning", ""), ("returned", ""))
+    assert ended.ended_at == 5.0 and ended.reason == "idle too long" and ended.joined_at == 2.0
+    assert _instance_through().reason == "seen"
