@@ -53,7 +53,7 @@ from messages.facts import (
     new_id,
 )
 from messages.grant_returns import return_lost
-from messages.records import OrderRecord, RequestRecord
+from messages.records import InstanceRecord, OrderRecord, RequestRecord
 from messages.return_intents import return_intent
 from messages.status_facts import status_facts
 from messages.scripts import Accepted, Holdings, Reclaims, ScriptResult, StatusReport, Usage
@@ -225,10 +225,11 @@ class ProviderActor(PooledActor, Actor):
         done = self.p.host_event_seq.get(self.name, 0)
         expected: dict[str, str] = {}
         payloads: list[Payload] = []
+        by_name = self.p.live_by_name(self.name)
         for ev in msg.events:
             if ev.seq is not None and ev.seq <= done:
                 continue
-            inst = self.p.instance_by_name(self.name, ev.name)
+            inst = by_name.get(ev.name)
             if inst is None:
                 continue
             state = expected.get(inst.machine_id, inst.state)
@@ -688,10 +689,12 @@ class ProviderActor(PooledActor, Actor):
             log.warning("provider %s: reclaims check failed: %s", self.name, result.reason)
             return
         payloads: list[Payload] = []
+        by_name: dict[str, InstanceRecord] | None = None
         for r in result.output.machines:
             inst = self.p.instances.get(f"{self.name}/{r.machine_id}") if r.machine_id else None
             if inst is None and r.name:
-                inst = self.p.instance_by_name(self.name, r.name)
+                by_name = self.p.live_by_name(self.name) if by_name is None else by_name
+                inst = by_name.get(r.name)
             if inst is not None and inst.state not in INSTANCE.terminal and INSTANCE.allowed(inst.state, "lost"):
                 payloads.append(InstanceChanged(kind="instance_lost", machine_id=inst.machine_id, state="lost",
                                                 reason="taken back by the provider"))

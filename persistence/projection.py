@@ -112,9 +112,6 @@ class Part:
     live_grants: dict[str, None] = field(default_factory=dict)
     #: every request, ended or not (LSF-style owners ask each one for its machines)
     requests: dict[str, None] = field(default_factory=dict)
-    #: host name -> instance key, for host events that carry names only (the last instance seen
-    #: under a name wins; the name is the record's own string, no copy)
-    by_name: dict[str, str] = field(default_factory=dict)
 
 
 #: The part of a provider with nothing in motion: read, never written.
@@ -183,9 +180,14 @@ class Projection:
             rec = self.resources[name] = ResourceRecord(name=name)
         return rec
 
-    def instance_by_name(self, provider: str, name: str) -> InstanceRecord | None:
-        key = self.part(provider).by_name.get(name)
-        return self.instances.get(key) if key else None
+    def live_by_name(self, provider: str) -> dict[str, InstanceRecord]:
+        """``provider``'s live instances by host name (the last seen under a name wins).
+
+        Made when asked, not kept: host events and reclaims, which name hosts, come
+        in batches, and an index kept for good cost some 40 bytes per instance.
+        """
+        instances = self.instances
+        return {rec.name: rec for k in self.part(provider).live_instances if (rec := instances[k]).name}
 
     def part(self, provider: str) -> Part:
         """What of ``provider`` is still in motion (an empty part if nothing ever was)."""
@@ -352,8 +354,6 @@ class Projection:
         if p.state not in INSTANCE.terminal:
             part.live_instances[key] = None
         self.instances[key] = rec
-        if p.name:
-            part.by_name[p.name] = key
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
         rec = self.instances[f"{fact.provider}/{p.machine_id}"]

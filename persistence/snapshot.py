@@ -314,10 +314,6 @@ class Snapshot:
             p.instances = {inst.key: inst for inst in p.instances.values()}
             p.parts = {owner: _part(lists, p.instances) for owner, lists in self._by_owner().items()
                        if any(kind in lists for kind in _MOVING)}
-            # Names are never reassigned and instances never dropped: the last instance seen under a name wins.
-            for key, inst in p.instances.items():
-                if inst.name:
-                    p.parts[inst.provider].by_name[inst.name] = key
             p.host_event_seq = dict(self.host_event_seq)
             p.decisions.extend(starmap(DecisionRecord, self.decisions))
             p.budget_events.extend(self.budget_events)

@@ -27,7 +27,7 @@ def test_replay_builds_records_and_history():
     inst = p.instances["a/m"]
     assert inst.state == "running" and inst.template == "t"
     assert [c.state for c in inst.history.changes] == ["provisioning", "running"]
-    assert p.instance_by_name("a", "n") is inst
+    assert p.live_by_name("a") == {"n": inst}
     assert p.requests["f1"].state == "planned"
 
 
