@@ -96,7 +96,7 @@ def bulk() -> Iterator[None]:
 @dataclass(slots=True)
 class Part:
     """One provider's indexes: what is still in motion there, in the order it got
-    there, and its requests and host names.
+    there, and its requests.
 
     An owner reconciles from its own part, so a projection of every provider
     serves a thousand owners without any of them scanning the others' records.
