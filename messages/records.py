@@ -93,13 +93,13 @@ class InstanceRecord:
     @property
     def seen_at(self) -> float:
         """When the facts first saw it."""
-        return self.history[2]
+        return self.history[1]
 
     @property
     def joined_at(self) -> float | None:
         """When it last joined, or first went idle or busy with no join seen; None if it never did."""
         h, at = self.history, None
-        for i in range(1, len(h), 3):
+        for i in range(0, len(h), 3):
             if h[i] == "joined" or (at is None and h[i] in _SERVING):
                 at = h[i + 1]
         return at
@@ -107,13 +107,13 @@ class InstanceRecord:
     @property
     def ended_at(self) -> float | None:
         """When it reached its terminal state, if it has."""
-        return self.history[-2] if self.history[0] in INSTANCE.terminal else None
+        return self.history[-2] if self.history.state in INSTANCE.terminal else None
 
     @property
     def reason(self) -> str:
         """The last reason any of its changes gave ("" if none did)."""
         h = self.history
-        for i in range(len(h) - 1, 0, -3):
+        for i in range(len(h) - 1, 1, -3):
             if h[i]:
                 return h[i]
         return ""

@@ -106,13 +106,13 @@ class _Histories:
     """A column of histories, flattened: one entry per change, and each history's length."""
 
     def encode(self, values: list[History]) -> Any:
-        # A history is flat: its state, then (state, at, reason) per change. No slice per history:
-        # a snapshot is written while the daemon runs, and its garbage would leave holes in the heap.
+        # A history is flat: (state, at, reason) per change. No slice per history: a snapshot is
+        # written while the daemon runs, and its garbage would leave holes in the heap.
         return {
-            "length": [(len(h) - 1) // 3 for h in values],
-            "state": _PLAIN.encode([s for h in values for s in islice(h, 1, None, 3)]),
-            "at": [at for h in values for at in islice(h, 2, None, 3)],
-            "reason": _PLAIN.encode([r for h in values for r in islice(h, 3, None, 3)]),
+            "length": [len(h) // 3 for h in values],
+            "state": _PLAIN.encode([s for h in values for s in islice(h, 0, None, 3)]),
+            "at": [at for h in values for at in islice(h, 1, None, 3)],
+            "reason": _PLAIN.encode([r for h in values for r in islice(h, 2, None, 3)]),
         }
 
     def decode(self, data: Any) -> list[History]:
@@ -122,8 +122,7 @@ class _Histories:
         for n in data["length"]:
             if n < 0 or at + n > len(changes):
                 raise ValueError("history lengths do not add up to the changes stored")
-            mine = changes[at:at + n]
-            out.append(History((mine[-1][0] if n else None, *chain.from_iterable(mine))))
+            out.append(History(chain.from_iterable(changes[at:at + n])))
             at += n
         if at != len(changes):
             raise ValueError("history lengths do not add up to the changes stored")
