@@ -156,8 +156,10 @@ def _source(args: argparse.Namespace) -> Source:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from provisioner.daemon import Daemon, connect, stop_signals
+    from provisioner.memory import fix_mmap_threshold
     from sim.workload import DemoWorkload
 
+    fix_mmap_threshold()
     cfg, home, is_demo = resolve_config(args.config)
     home.mkdir(parents=True, exist_ok=True)
     with stop_signals() as done:

@@ -1,0 +1,52 @@
+"""The daemon keeps glibc from serving large buffers from the heap after one is freed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from provisioner.memory import fix_mmap_threshold
+
+#: Frees a 1 MiB block (which makes glibc raise its threshold), then asks for 512 KiB and prints
+#: whether that block got a mapping of its own (mallinfo2's ``hblks`` grew).
+PROBE = """
+import ctypes, sys
+from provisioner.memory import fix_mmap_threshold
+if sys.argv[1] == "fixed":
+    assert fix_mmap_threshold()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = (ctypes.c_void_p,)
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+libc.mallinfo2.restype = Info
+libc.free(libc.malloc(1 << 20))
+before = libc.mallinfo2().hblks
+block = libc.malloc(512 << 10)
+print(libc.mallinfo2().hblks - before)
+"""
+
+
+def _mapped_blocks(mode: str) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=60, env=env,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+                    reason="the threshold is glibc's")
+def test_a_large_block_after_a_larger_one_was_freed_still_gets_its_own_mapping():
+    assert _mapped_blocks("default") == 0, "glibc's own rule: the freed 1 MiB block raised the threshold"
+    assert _mapped_blocks("fixed") == 1
+
+
+def test_an_operators_own_threshold_is_left_alone(monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert fix_mmap_threshold() is False
