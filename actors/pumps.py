@@ -57,12 +57,12 @@ class Ticker(_Loop):
 
     def tick(self) -> None:
         """One round; also what tests call to drive time by hand."""
-        now = self.clock()
+        tick = Tick(now=self.clock())  # one frozen message for all: a thousand owners may be slow to read it
         with self._lock:
             refs = list(self._refs)
         for ref in refs:
             if ref.is_alive():
-                ref.tell(Tick(now=now))
+                ref.tell(tick)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
