@@ -12,9 +12,6 @@ from messages.description import ProviderDescription
 from messages.facts import Decision, Order
 from messages.states import INSTANCE, History
 
-#: States past a join that count as joined when no join was seen.
-_SERVING = ("idle", "busy")
-
 
 @dataclass(slots=True)
 class ProviderRecord:
@@ -76,11 +73,15 @@ class InstanceRecord:
     template: str | None = None
     item_id: str = ""
     launched_at: float | None = None
+    #: When it last joined, or first went idle or busy with no join seen; None if it never did.
+    #: Kept, not read from the history: planning asks it of every serving host, often, and a
+    #: host's history grows with each idle and busy spell.
+    joined_at: float | None = None
     private_ip: str | None = None
     #: The return request currently giving it back, if any.
     return_request_id: str = ""
-    # Times and the reason are read from the history, not kept beside it: a projection holds
-    # every instance for good, and each slot costs it 8 bytes per instance.
+    # The other times and the reason are read from the history, not kept beside it: a projection
+    # holds every instance for good, and each slot costs it 8 bytes per instance.
 
     @property
     def machine_id(self) -> str:
@@ -94,15 +95,6 @@ class InstanceRecord:
     def seen_at(self) -> float:
         """When the facts first saw it."""
         return self.history[1]
-
-    @property
-    def joined_at(self) -> float | None:
-        """When it last joined, or first went idle or busy with no join seen; None if it never did."""
-        h, at = self.history, None
-        for i in range(0, len(h), 3):
-            if h[i] == "joined" or (at is None and h[i] in _SERVING):
-                at = h[i + 1]
-        return at
 
     @property
     def ended_at(self) -> float | None:

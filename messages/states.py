@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import itemgetter
 from typing import Any, Iterable, Mapping, Sequence
 
 
@@ -247,12 +248,11 @@ class History(tuple):
     __slots__ = ()
 
     def __new__(cls, flat: Iterable[Any] = ()) -> "History":
-        return tuple.__new__(cls, flat)
+        flat = tuple(flat)
+        return tuple.__new__(cls if flat else _Unstarted, flat)
 
-    @property
-    def state(self) -> str | None:
-        """The state now; None before the first change."""
-        return self[-3] if self else None
+    #: The state now: the last change's (an empty history has none, see ``_Unstarted``).
+    state = property(itemgetter(-3))
 
     @classmethod
     def of(cls, changes: Sequence[StatusChange]) -> "History":
@@ -278,3 +278,11 @@ class History(tuple):
 
     def __repr__(self) -> str:
         return f"History({list(self.changes)!r})"
+
+
+class _Unstarted(History):
+    """A history before its first change, whose state is None; a class of its own so that
+    reading the state of every other history stays one C call."""
+
+    __slots__ = ()
+    state = None  # type: ignore[assignment]

@@ -367,6 +367,8 @@ class Projection:
                 rec.return_request_id = p.request_id
             return
         rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
+        if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
+            rec.joined_at = fact.time
         if p.state in ("return_planned", "returning") and p.request_id:
             rec.return_request_id = p.request_id
         if p.state in INSTANCE.terminal:
