@@ -6,8 +6,9 @@ cost a full projection apiece (about 90 MiB per 100,000 instances). Here one
 projection serves them all: the journal applies each fact on its own thread
 before it tells anyone the fact was committed (so a writer still sees its own
 facts before its reply), the read model may catch it up from the controller
-for a fresher view, and readers hold ``lock`` while they read. A fact reaching it twice (from the journal and from the read model) is
-applied once: the projection skips what its seq says it has.
+for a fresher view, and readers hold ``lock`` while they read. A fact reaching
+it twice (from the journal and from the read model) is applied once: the
+projection skips what its seq says it has.
 
 A provider actor reads its own provider's part (``Projection.part``): what
 is in motion there, without scanning the other providers' records.

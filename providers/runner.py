@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import re
 import select
 import selectors
 import signal
-import queue
 import threading
 import time
 from collections.abc import Callable
