@@ -27,19 +27,30 @@ class Decoder:
         try:
             return decode()
         except ValueError as exc:  # orjson and pydantic decode errors are ValueErrors
-            if (what, seq) not in self._warned:
-                self._warned.add((what, seq))
-                log.warning(
-                    "controller %s: skipping %s seq %d that does not decode: %s",
-                    self.location, what, seq, " ".join(str(exc).split()),
-                )
+            self._skip(what, seq, exc)
             return None
 
     def fact(self, seq: int, stored: bytes) -> Fact | None:
         """A fact stored as the JSON object of the whole fact without ``seq``."""
-        # Splice seq in front and let pydantic parse the bytes (faster than a dict first,
-        # which matters when 100,000 facts replay).
-        return self("fact", seq, lambda: Fact.model_validate_json(b'{"seq":%d,' % seq + bytes(stored)[1:]))
+        # Splice seq in front and let pydantic parse the bytes, calling its validator
+        # directly: a dict first, or the model's wrapper and a closure per row, cost a
+        # replay of 100,000 facts a quarter of its time.
+        try:
+            return _validate_fact(b'{"seq":%d,' % seq + bytes(stored)[1:])
+        except ValueError as exc:
+            self._skip("fact", seq, exc)
+            return None
+
+    def _skip(self, what: str, seq: int, exc: ValueError) -> None:
+        if (what, seq) not in self._warned:
+            self._warned.add((what, seq))
+            log.warning(
+                "controller %s: skipping %s seq %d that does not decode: %s",
+                self.location, what, seq, " ".join(str(exc).split()),
+            )
+
+
+_validate_fact: Callable[[bytes], Fact] = Fact.__pydantic_validator__.validate_json
 
 
 def stored_fact(fact: Fact) -> bytes:

@@ -51,16 +51,20 @@ def etcd_journal_throughput(tmp: Path, smoke: bool) -> float:
 
 
 def replay_time(tmp: Path, smoke: bool) -> float:
-    """Seconds to replay a log of instance lifecycles into a projection."""
+    """Seconds to replay a log of instance lifecycles into a projection (median of three:
+    on a shared 2-core machine one replay alone varies by a quarter)."""
     url = f"sqlite:///{tmp / 'replay.db'}"
     fill(url, 1_000 if smoke else 100_000)
     c = open_controller(url)
-    started = time.perf_counter()
-    p = replay(c)
-    elapsed = time.perf_counter() - started
-    assert p.instances, "the log replayed into instances"
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        p = replay(c)
+        times.append(time.perf_counter() - started)
+        assert p.instances, "the log replayed into instances"
+        del p
     c.close()
-    return elapsed
+    return statistics.median(times)
 
 
 def _planning_inputs(smoke: bool):
