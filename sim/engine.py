@@ -108,8 +108,11 @@ class Engine:
         self.demand_round = False
         self.published = -math.inf
         self.publish_due = False
-        #: Moments at which to look whether a round is due (see ``_sways``).
-        self.checks: set[float] = set()
+        #: Moments at which to look whether a round is due (see ``_sways``), each with the
+        #: number of the last fact that asked for it.
+        self.checks: dict[float, int] = {}
+        #: How many facts the last round saw.
+        self.planned_upto = 0
         #: The last round's decisions, and whether any item had need it could not place.
         self.decided: list[Decision] = []
         self.short = False
@@ -188,8 +191,8 @@ class Engine:
         elif sways == "retime" and not self.every_tick and self.last_plan > -math.inf:
             at = q(self.now + self.cfg.policy.idle_time)
             if at not in self.checks:
-                self.checks.add(at)
                 self.at(at, self._check, at, prio=1)
+            self.checks[at] = self.facts
         if isinstance(p, Order):
             self.at(self.now, self.owners[fact.provider].take, fact.id)
         elif isinstance(p, (InstanceSeen, InstanceChanged)):
@@ -340,9 +343,13 @@ class Engine:
             self._timer(self.last_plan + k * self.plan_every)
 
     def _check(self, at: float) -> None:
-        """A moment a retiming fact pointed at: plan if something is due by now, else wait for when it is."""
-        self.checks.discard(at)
-        if self.last_plan < at:
+        """A moment a retiming fact pointed at: plan if something is due by now, else wait for when it is.
+
+        A round that came after the fact has already timed the next round with it in view,
+        and nothing but another retiming fact could have moved that moment since: then there
+        is nothing to look at (most checks: demand plans a round every minute or so).
+        """
+        if self.planned_upto < self.checks.pop(at):
             self._schedule(next_change(self.demand, self.view, self.now - QUANTUM / 2, self.settings,
                                        self.cfg.policy.idle_time, self.decided))
 
@@ -367,6 +374,7 @@ class Engine:
         now = self.now
         self.rounds += 1
         self.last_plan = now
+        self.planned_upto = self.facts
         self.timer_at = None
         self.demand_round = False
         self.catalog = catalog_for(self.catalog, self.p.providers)
