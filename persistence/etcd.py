@@ -36,6 +36,7 @@ keys: one event per append) wakes it.
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -69,8 +70,10 @@ M = TypeVar("M", bound=Model)
 CHANGES_LIMIT = 10_000
 #: Facts per transaction: one compare and one put each, plus a few for the head and the leases.
 CHUNK_FACTS = MAX_TXN_OPS - 8
-#: Fact keys per range read (each holds at most CHUNK_FACTS facts).
+#: Most fact keys per range read (each holds at most CHUNK_FACTS facts).
 PAGE_KEYS = 256
+#: Fact keys of a read's first range, before it knows how many facts a key holds.
+FIRST_KEYS = 8
 #: Fact bytes per transaction, well within etcd's 1.5 MiB request limit once base64-encoded.
 CHUNK_BYTES = 768 * 1024
 
@@ -83,6 +86,8 @@ class EtcdController:
         self.location = self._client.location
         self._clock = clock
         self._decode = Decoder(self.location)
+        #: Facts per key in the last range read (see ``read``).
+        self._facts_per_key: float | None = None
         self.leases = EtcdLeases(self._client, clock)
         key = self._client.key
         self._facts, self._events = key("facts") + b"/", key("events") + b"/"
@@ -181,10 +186,23 @@ class EtcdController:
         return out
 
     def read(self, after: int = 0, limit: int = 10_000) -> list[Fact]:
+        """Up to ``limit`` facts after ``after``, fetching about as many keys as they fill.
+
+        A key holds one fact or a whole batch (up to ``CHUNK_FACTS``), so a fixed
+        number of keys per range could fetch a hundred times the facts asked for,
+        and a replay in small reads would fetch the log over and over. Each range is
+        sized by how many facts the keys of the last one held (a small first range
+        finds out).
+        """
         out: list[Fact] = []
         last = after
         while len(out) < limit:
-            kvs, more = self._client.range(self._fact_key(last + 1), prefix_end(self._facts), PAGE_KEYS)
+            per_key = self._facts_per_key
+            keys = FIRST_KEYS if per_key is None else math.ceil((limit - len(out)) / per_key) + 1
+            kvs, more = self._client.range(self._fact_key(last + 1), prefix_end(self._facts),
+                                           max(1, min(PAGE_KEYS, keys)))
+            if kvs:
+                self._facts_per_key = sum(kv.value.count(b"\n") + 1 for kv in kvs) / len(kvs)
             facts, last = self._parse_facts(kvs, last, limit - len(out))
             out += facts
             if not more:

@@ -104,6 +104,36 @@ def test_a_batch_naming_more_leases_than_one_transaction_holds_is_split(etcd_url
         c.close()
 
 
+def test_small_reads_fetch_about_the_keys_they_need_whether_keys_hold_batches_or_single_facts(
+        etcd_url: str) -> None:
+    c = open_controller(etcd_url)
+    fetched: list[int] = []  # facts in the keys each range returned
+    real_range = c._client.range
+
+    def counting_range(*args, **kwargs):
+        kvs, more = real_range(*args, **kwargs)
+        fetched.append(sum(kv.value.count(b"\n") + 1 for kv in kvs))
+        return kvs, more
+
+    c._client.range = counting_range
+    try:
+        batches = [c.append([usage(b * 100 + i) for i in range(100)]).accepted for b in range(20)]
+        singles = [c.append([usage(5_000 + i)]).accepted[0] for i in range(30)]
+        written = [f for batch in batches for f in batch] + singles
+        got, seq = [], 0
+        while True:
+            page = c.read(after=seq, limit=50)
+            got += page
+            if len(page) < 50:
+                break
+            seq = page[-1].seq
+        assert got == written
+        # A range as wide as a page of single facts would have fetched the whole log at every read.
+        assert sum(fetched) < 5 * len(written), fetched
+    finally:
+        c.close()
+
+
 def test_concurrent_writers_get_distinct_consecutive_seqs_in_commit_order(etcd_url: str) -> None:
     writers = [open_controller(etcd_url) for _ in range(3)]
     accepted: list[list] = [[] for _ in writers]
