@@ -122,3 +122,23 @@ def test_an_instances_times_and_reason_are_read_from_its_history():
     ended = _instance_through(("joined", ""), ("return_planned", "idle too long"), ("returning", ""), ("returned", ""))
     assert ended.ended_at == 5.0 and ended.reason == "idle too long" and ended.joined_at == 2.0
     assert _instance_through().reason == "seen"
+
+
+def test_a_replay_in_pages_reads_every_fact_once(tmp_path):
+    from persistence.controller import open_controller
+    from provisioner import views
+    from tests.bench_ready import fill
+
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    fill(url, 2 * views.PAGE + 8)  # two whole pages and a part of a third
+    c = open_controller(url)
+    try:
+        whole = Projection()
+        whole.apply_all(c.read(limit=10 * views.PAGE))
+        paged = Projection()
+        assert views.catch_up(paged, c) == whole.seq == c.last_seq()
+        assert paged.seq == whole.seq
+        assert [(k, r.state) for k, r in paged.instances.items()] == [(k, r.state) for k, r in whole.instances.items()]
+        assert views.catch_up(paged, c) == 0, "nothing new: nothing read"
+    finally:
+        c.close()
