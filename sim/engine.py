@@ -2,7 +2,7 @@
 
 Everything is an event on one heap, in time order: trace steps, script
 answers, status polls, hosts joining, planning rounds. There are no
-threads and no sleeping; a month runs in seconds.
+threads and no sleeping; a month of one-minute demand runs in under a minute.
 
 What is real: every change is a fact made by ``messages.facts.make_fact``
 and applied to a ``persistence.projection.Projection``, so every transition
