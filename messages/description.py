@@ -52,11 +52,19 @@ class ProviderDescription(Model):
     templates: list[Template] = Field(default_factory=list)
     pools: list[Pool] = Field(default_factory=list)
 
+    # Plain loops, not ``next()`` over a generator: planning and costing look up a template or
+    # pool for every host and grant they weigh, and the generator cost as much as the search.
     def template(self, template_id: str) -> Template | None:
-        return next((t for t in self.templates if t.id == template_id), None)
+        for t in self.templates:
+            if t.id == template_id:
+                return t
+        return None
 
     def pool(self, resource: str) -> Pool | None:
-        return next((p for p in self.pools if p.resource == resource), None)
+        for p in self.pools:
+            if p.resource == resource:
+                return p
+        return None
 
     def price(self, template_or_resource: str | None) -> float:
         """Cost of one host-hour of a template, or one unit-hour of a resource."""
