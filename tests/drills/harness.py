@@ -218,6 +218,17 @@ class Daemon:
         wait_until(lambda: not self.alive(), timeout, f"daemon {self.instance} to die")
         return self.proc.returncode
 
+    def stopped(self) -> bool:
+        """Whether every thread of the daemon is stopped (by SIGSTOP), as /proc tells."""
+        states = []
+        for task in os.listdir(f"/proc/{self.proc.pid}/task"):
+            try:
+                stat = Path(f"/proc/{self.proc.pid}/task/{task}/stat").read_text()
+            except FileNotFoundError:  # a thread that just ended
+                continue
+            states.append(stat.rsplit(")", 1)[1].split()[0])
+        return bool(states) and all(state in ("T", "t") for state in states)
+
     def signal(self, sig: int) -> None:
         """SIGKILL the whole process group; freeze and thaw only the daemon itself.
 
@@ -230,6 +241,9 @@ class Daemon:
             if sig == signal.SIGSTOP:
                 with self.cluster.between_writes():
                     os.kill(self.proc.pid, sig)
+                    # The signal lands a moment later: until every thread has stopped, one
+                    # waiting for the write lock would take it as soon as it is let go.
+                    wait_until(self.stopped, timeout=10, what=f"daemon {self.instance} to stop")
             elif sig == signal.SIGCONT:
                 os.kill(self.proc.pid, sig)
             else:
