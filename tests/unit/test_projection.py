@@ -1,7 +1,10 @@
 """The projection: replay gives state; a bad fact is skipped, never raised."""
 
 from messages.facts import InstanceChanged, InstanceSeen, LeaseChanged, RequestChanged, RequestPlanned, make_fact
+from persistence.controller import open_controller
 from persistence.projection import Projection
+from provisioner import views
+from tests.bench_ready import fill
 
 
 def _facts():
@@ -125,10 +128,6 @@ def test_an_instances_times_and_reason_are_read_from_its_history():
 
 
 def test_a_replay_in_pages_reads_every_fact_once(tmp_path):
-    from persistence.controller import open_controller
-    from provisioner import views
-    from tests.bench_ready import fill
-
     url = f"sqlite:///{tmp_path / 'log.db'}"
     fill(url, 2 * views.PAGE + 8)  # two whole pages and a part of a third
     c = open_controller(url)
