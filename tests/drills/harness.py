@@ -221,7 +221,11 @@ class Daemon:
     def stopped(self) -> bool:
         """Whether every thread of the daemon is stopped (by SIGSTOP), as /proc tells."""
         states = []
-        for task in os.listdir(f"/proc/{self.proc.pid}/task"):
+        try:
+            tasks = os.listdir(f"/proc/{self.proc.pid}/task")
+        except FileNotFoundError:  # it died: not stopped, and the wait names the daemon when it gives up
+            return False
+        for task in tasks:
             try:
                 stat = Path(f"/proc/{self.proc.pid}/task/{task}/stat").read_text()
             except FileNotFoundError:  # a thread that just ended
