@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: A stored fact's JSON to the fact, without the model's wrapper (see ``Decoder.fact``).
+_validate_fact: Callable[[bytes], Fact] = Fact.__pydantic_validator__.validate_json
+
 
 class Decoder:
     """Decodes rows of one controller, warning once per undecodable ``(what, seq)``."""
@@ -48,9 +51,6 @@ class Decoder:
                 "controller %s: skipping %s seq %d that does not decode: %s",
                 self.location, what, seq, " ".join(str(exc).split()),
             )
-
-
-_validate_fact: Callable[[bytes], Fact] = Fact.__pydantic_validator__.validate_json
 
 
 def stored_fact(fact: Fact) -> bytes:
