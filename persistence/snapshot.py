@@ -404,17 +404,19 @@ def decode(body: bytes) -> Snapshot:
 class SnapshotStore:
     """One snapshot file per controller log, written atomically, read back only when it can be trusted."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, quiet: bool = False) -> None:
+        """``quiet``: say only what is wrong with the file (for a CLI view), not where a replay starts."""
         self.path = path
+        self.quiet = quiet
         #: The file last loaded (mtime, size, inode, for which controller) and what came of it: the
         #: snapshot while someone still holds it, or None when it was ignored (and why was said once).
         self._seen: tuple[tuple[int, ...], weakref.ref[Snapshot] | None] | None = None
 
     @classmethod
-    def for_controller(cls, home: Path, controller_url: str) -> "SnapshotStore":
+    def for_controller(cls, home: Path, controller_url: str, quiet: bool = False) -> "SnapshotStore":
         """The store of one controller under a daemon's home; the file name hides the URL (it may carry credentials)."""
         digest = hashlib.sha256(controller_url.encode()).hexdigest()[:16]
-        return cls(home / "snapshots" / f"{digest}.snapshot")
+        return cls(home / "snapshots" / f"{digest}.snapshot", quiet=quiet)
 
     # --- writing ---------------------------------------------------------------
 
@@ -481,7 +483,7 @@ class SnapshotStore:
             data = self.path.read_bytes()
         except FileNotFoundError:
             missing = (id(controller),)
-            if self._seen != (missing, None):
+            if self._seen != (missing, None) and not self.quiet:
                 log.info("snapshot: none at %s; replaying the whole log", self.path)
                 self._seen = (missing, None)
             return None
@@ -515,7 +517,8 @@ class SnapshotStore:
             return self._ignored(f"its body does not decode ({' '.join(str(exc).split())[:200]})")
         if (snap.seq, snap.fact_id) != (seq, fact_id):
             return self._ignored("its body does not match its header")
-        log.info("snapshot: loaded seq %d from %s; replaying the facts after it", seq, self.path)
+        if not self.quiet:
+            log.info("snapshot: loaded seq %d from %s; replaying the facts after it", seq, self.path)
         return snap
 
     @staticmethod

@@ -27,6 +27,7 @@ from messages.demand import DemandSnapshot
 from messages.facts import Fact
 from persistence.controller import open_controller
 from persistence.port import Controller
+from persistence.snapshot import SnapshotStore
 from provisioner import logging_setup
 from provisioner.apiserver import ApiStartError
 from provisioner.audit import GENESIS, AuditError, AuditLog, follow
@@ -82,13 +83,21 @@ def _direct(args: argparse.Namespace) -> tuple[str, Path, Config | None]:
 
 
 class Direct:
-    """The operations straight on the controller; facts it appends it also audits, as the daemon does."""
+    """The operations straight on the controller; facts it appends it also audits, as the daemon does.
 
-    def __init__(self, controller: Controller, home: Path, cfg: Config | None) -> None:
+    Views start from the daemon's snapshot of this log when its home holds one
+    (as the daemon itself starts): a view of a long log then reads only the
+    facts written since, not every fact from the first. A snapshot it cannot
+    trust, or read, costs a warning and a full replay; the rows are the same.
+    """
+
+    def __init__(self, controller: Controller, home: Path, cfg: Config | None, url: str) -> None:
         self.controller = controller
         self.audit_log = AuditLog(home / "audit.log")
         billing = cfg.policy.settings(cfg.budget, cfg.providers).billing_units if cfg else None
-        self.ops = Operations(ReadModel(controller), controller, self._commit, self.audit_log, billing_units=billing)
+        snapshots = SnapshotStore.for_controller(home, url, quiet=True)
+        self.ops = Operations(ReadModel(controller, snapshots), controller, self._commit, self.audit_log,
+                              billing_units=billing)
         self.by = _user()
 
     def _commit(self, facts: list[Fact]) -> list[Fact]:
@@ -148,7 +157,7 @@ def _source(args: argparse.Namespace) -> Source:
     if remote is not None:
         return remote
     url, home, cfg = _direct(args)
-    return Direct(open_controller(url), home, cfg)
+    return Direct(open_controller(url), home, cfg, url)
 
 
 # --- commands -------------------------------------------------------------------------
