@@ -17,10 +17,11 @@ from typing import Any
 
 from actors.base import Actor, handles
 from actors.journal import Restored
+from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from messages.commands import CaughtUp, Committed, DemandChanged, HostEvents, Review, Reviewed, Subscribe, Tick
 from persistence.shared import SharedProjection
 from policy.rounds import review_orders
-from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
+from policy.settings import plan_settings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class BudgetActor(Actor):
         super().__init__()
         self.journal = journal
         self.clock = clock
-        self.settings = (policy or PolicyConfig()).settings(budget, providers)
+        self.settings = plan_settings(policy or PolicyConfig(), budget, providers)
         self.view = shared or SharedProjection()
         self.shared = shared is not None
 

@@ -27,13 +27,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-
-import pykka
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import pykka
+
 from actors.base import Actor, handles
-from lease.port import ControllerUnavailable
 from messages.base import Model
 from messages.commands import (
     ActorMessage,
@@ -46,6 +45,7 @@ from messages.commands import (
     Subscribe,
     Unsubscribe,
 )
+from messages.errors import ControllerUnavailable
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
 from persistence.port import Changes, Controller

@@ -19,12 +19,13 @@ from actors.base import Actor, handles
 from actors.planner import PlannerActor
 from actors.provider import ProviderActor
 from actors.pumps import Ticker
-from lease.port import ControllerUnavailable, Lease
+from config.models import Config
+from lease.port import Lease
 from messages.commands import Append, LeaseRevoked, Tick
+from messages.errors import ControllerUnavailable
 from messages.facts import LeaseChanged, make_fact
 from persistence.port import Controller
 from persistence.shared import SharedProjection
-from provisioner.config import Config
 
 log = logging.getLogger(__name__)
 

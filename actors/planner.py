@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 from actors.base import Actor, handles
 from actors.journal import Restored
+from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from lease.port import Lease
 from messages.commands import (
     Append,
@@ -37,7 +38,7 @@ from messages.facts import Fact, Order, make_fact
 from persistence.shared import SharedProjection
 from policy.catalog import Catalog
 from policy.rounds import Proposal, catalog_for, outcome, propose
-from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
+from policy.settings import plan_settings
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class PlannerActor(Actor):
         self.policy = policy
         #: With ``caps`` the planner sizes within the global caps itself, so what one provider
         #: cannot take under a cap spills to the next; the budget review stays the last word.
-        self.settings = policy.settings(caps, provider_configs)
+        self.settings = plan_settings(policy, caps, provider_configs)
         self.clock = clock
         self.view = shared or SharedProjection()
         self.shared = shared is not None

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 from actors.base import Actor, handles
 from actors.journal import Restored
 from actors.pooled import PooledActor
+from config.models import PolicyConfig, ProviderConfig, ResourceConfig
 from lease.port import Lease
 from messages.commands import (
     Append,
@@ -55,9 +56,9 @@ from messages.facts import (
 from messages.grant_returns import return_lost
 from messages.records import InstanceRecord, OrderRecord, RequestRecord
 from messages.return_intents import return_intent
-from messages.status_facts import status_facts
 from messages.scripts import Accepted, Holdings, Reclaims, ScriptResult, StatusReport, Usage
 from messages.states import INSTANCE, REQUEST
+from messages.status_facts import status_facts
 from persistence.failpoints import failpoint
 from persistence.port import Controller, ResourceTotal
 from persistence.projection import Projection
@@ -67,7 +68,6 @@ from policy.retry import backoff, retryable, try_again
 from policy.returns import returns_due
 from providers.contract import supports
 from providers.describe import merge_description
-from provisioner.config import PolicyConfig, ProviderConfig, ResourceConfig
 
 log = logging.getLogger(__name__)
 

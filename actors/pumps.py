@@ -10,8 +10,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from lease.port import ControllerUnavailable
 from messages.commands import Tick
+from messages.errors import ControllerUnavailable
 from persistence.port import Controller, Cursor
 
 log = logging.getLogger(__name__)

@@ -40,18 +40,10 @@ from urllib.parse import unquote
 
 import orjson
 
-from lease.etcd_client import (
-    EtcdClient,
-    KeyValue,
-    TxnResult,
-    compare,
-    delete_op,
-    prefix_end,
-    put_op,
-    range_op,
-)
-from lease.port import ControllerUnavailable, Lease
+from lease.etcd_client import EtcdClient, KeyValue, TxnResult, compare, delete_op, prefix_end, put_op, range_op
+from lease.port import Lease
 from lease.sqlite import _check_name, _check_ttl, _held
+from messages.errors import ControllerUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,9 @@ from urllib.parse import parse_qs, quote, urlsplit
 import orjson
 import requests
 from etcd3gw.client import Etcd3Client
-from etcd3gw.exceptions import (
-    ConnectionFailedError,
-    ConnectionTimeoutError,
-    Etcd3Exception,
-)
+from etcd3gw.exceptions import ConnectionFailedError, ConnectionTimeoutError, Etcd3Exception
 
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 
 DEFAULT_PORT = 2379
 DEFAULT_NAMESPACE = "provisioner"

@@ -12,7 +12,8 @@ fence in each fact is enough to start new epochs above any fence ever used.
 
 Methods return results instead of raising for the expected outcomes (held by
 someone else, lost); they raise only ``ControllerUnavailable`` when the
-controller cannot be reached at all.
+controller cannot be reached at all
+(``messages.errors``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from messages.base import Model
-
-
-class ControllerUnavailable(RuntimeError):
-    """The controller could not be reached or did not answer in time."""
 
 
 class Lease(Model):

@@ -18,7 +18,8 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from lease.port import ControllerUnavailable, Lease
+from lease.port import Lease
+from messages.errors import ControllerUnavailable
 
 Clock = Callable[[], float]
 

@@ -15,7 +15,6 @@ from operator import itemgetter
 from typing import Any, Iterable, Mapping, Sequence
 
 
-
 class IllegalTransition(ValueError):
     """A transition the table does not allow: a bug or a corrupt fact log."""
 

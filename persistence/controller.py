@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Callable, TypeVar
 
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 from persistence.port import Controller
 from persistence.sqlite import SqliteController
 

@@ -56,9 +56,9 @@ from lease.etcd_client import (
     put_op,
     range_op,
 )
-from lease.port import ControllerUnavailable
 from messages.base import Model
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind
+from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.decoding import Decoder, stored_fact
 from persistence.etcd_watch import WatchBell

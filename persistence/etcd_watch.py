@@ -29,7 +29,7 @@ import orjson
 import requests
 
 from lease.etcd_client import EtcdClient, b64, prefix_end
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 
 log = logging.getLogger(__name__)
 

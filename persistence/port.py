@@ -14,9 +14,10 @@ from typing import Protocol, Sequence
 
 from pydantic import Field
 
-from lease.port import ControllerUnavailable, LeasePort
+from lease.port import LeasePort
 from messages.base import Model
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind
+from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 
 __all__ = [

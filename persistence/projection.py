@@ -14,8 +14,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Iterator
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from messages.facts import (
     BudgetEvent,

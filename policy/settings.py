@@ -1,10 +1,15 @@
-"""The planner's knobs, as plain data: the daemon builds them from the config."""
+"""The planner's knobs, as plain data, and how they are made from an operator's config.
+
+The config models say what an operator wants; this is the one place that turns
+them into what the pure functions read, so the config knows nothing of policy.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from config.models import BudgetConfig, PolicyConfig, ProviderConfig, ProviderPolicy
 from policy.budget import BudgetLimits
 from policy.limits import UNLIMITED, ProviderLimits
 
@@ -27,3 +32,34 @@ class PlanSettings:
     @property
     def billing_units(self) -> dict[str, float]:
         return {name: lim.billing_unit for name, lim in self.providers.items() if lim.billing_unit > 0}
+
+
+def budget_limits(budget: BudgetConfig) -> BudgetLimits:
+    """The global caps of a config's ``budget:`` section."""
+    return BudgetLimits(
+        max_hosts=budget.max_hosts, max_units=budget.max_units, max_cost_per_hour=budget.max_cost_per_hour,
+        max_spend=budget.max_spend.amount if budget.max_spend else None,
+        spend_per=budget.max_spend.per if budget.max_spend else "month",
+    )
+
+
+def provider_limits(policy: ProviderPolicy) -> ProviderLimits:
+    """One provider's ``policy:`` section."""
+    return ProviderLimits(
+        max_cost_per_hour=policy.max_cost_per_hour,
+        rate_count=policy.rate.count if policy.rate else None,
+        rate_per=policy.rate.per if policy.rate else 60.0,
+        billing_unit=policy.billing_unit,
+        return_window=policy.return_window,
+        max_lifetime=policy.max_lifetime,
+    )
+
+
+def plan_settings(policy: PolicyConfig, budget: BudgetConfig | None = None,
+                  providers: Sequence[ProviderConfig] = ()) -> PlanSettings:
+    """The planner's settings: the policy section's keys, the global caps and each provider's own limits."""
+    return PlanSettings(
+        cooldown=policy.cooldown, backoff_max=policy.backoff_max, join_grace=policy.join_grace,
+        order_timeout=policy.request_timeout, budget=budget_limits(budget) if budget else BudgetLimits(),
+        providers={p.name: provider_limits(p.policy) for p in providers},
+    )

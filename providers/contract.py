@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from pydantic import Field, ValidationError, model_validator
 
+from config.models import ProviderConfig
 from messages.base import Model
 from messages.description import ProviderDescription, SupplyKind, Template
 from messages.lsf import (
@@ -45,7 +46,6 @@ from messages.scripts import (
     StatusReport,
     Usage,
 )
-from provisioner.config import ProviderConfig
 
 #: The LSF script behind each action; ``list`` and ``usage`` have none (see ``supports``).
 LSF_SCRIPTS: dict[str, str] = {

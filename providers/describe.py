@@ -6,8 +6,8 @@ priority that a generic script cannot know.
 
 from __future__ import annotations
 
+from config.models import ProviderConfig
 from messages.description import ProviderDescription
-from provisioner.config import ProviderConfig
 
 
 def merge_description(cfg: ProviderConfig, described: ProviderDescription | None) -> ProviderDescription:

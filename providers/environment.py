@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from provisioner.config import ProviderConfig
+from config.models import ProviderConfig
 
 #: Scripts get this PATH unless the provider's env_file sets one: the daemon's own
 #: PATH depends on how it was started (a virtualenv, a service manager) and would

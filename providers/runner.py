@@ -30,11 +30,11 @@ from typing import Any
 
 import orjson
 
+from config.models import ProviderConfig
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
 from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
 from providers.pool import ScriptPool
-from provisioner.config import ProviderConfig
 
 log = logging.getLogger(__name__)
 

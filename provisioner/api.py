@@ -20,8 +20,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lease.port import ControllerUnavailable
 from messages.demand import DemandSnapshot
+from messages.errors import ControllerUnavailable
 from provisioner.apimodels import (
     ActionBody,
     ActionResult,

@@ -22,19 +22,22 @@ from typing import Any, Sequence
 import orjson
 from pydantic import ValidationError
 
-from lease.port import ControllerUnavailable
+from config.load import load_config
+from config.located import ConfigError
+from config.models import Config
 from messages.demand import DemandSnapshot
+from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.controller import open_controller
 from persistence.port import Controller
 from persistence.snapshot import SnapshotStore
+from policy.settings import plan_settings
 from provisioner import logging_setup
 from provisioner.apiserver import ApiStartError
 from provisioner.audit import GENESIS, AuditError, AuditLog, follow
 from provisioner.auth import TokensError
+from provisioner.checkconfig import check_config_main
 from provisioner.client import ClientError, Remote, read_token
-from provisioner.config import Config
-from provisioner.configfile import ConfigError, check_config_main, load_config
 from provisioner.demo import default_home, demo_config, sim_admin
 from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
 from provisioner.readmodel import ReadModel
@@ -94,7 +97,7 @@ class Direct:
     def __init__(self, controller: Controller, home: Path, cfg: Config | None, url: str) -> None:
         self.controller = controller
         self.audit_log = AuditLog(home / "audit.log")
-        billing = cfg.policy.settings(cfg.budget, cfg.providers).billing_units if cfg else None
+        billing = plan_settings(cfg.policy, cfg.budget, cfg.providers).billing_units if cfg else None
         snapshots = SnapshotStore.for_controller(home, url, quiet=True)
         self.ops = Operations(ReadModel(controller, snapshots), controller, self._commit, self.audit_log,
                               billing_units=billing)
@@ -336,9 +339,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def cmd_trace_generate(args: argparse.Namespace) -> int:
     """Write a synthetic demand trace (daily cycle, bursts, seeded)."""
+    from config.values import parse_duration
     from sim.synth import Shape, generate, parse_load
     from sim.trace import DEFAULT_START, write_trace
-    from provisioner.config import parse_duration
 
     loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units]
     if not loads:

@@ -31,6 +31,7 @@ from actors.budget import BudgetActor
 from actors.journal import Feed, JournalActor
 from actors.lease import LeaseActor
 from actors.pumps import Tailer, Ticker
+from config.models import Config
 from messages.commands import Append, Appended
 from messages.facts import Fact
 from messages.scripts import ScriptResult
@@ -38,13 +39,13 @@ from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
 from persistence.shared import SharedProjection
 from persistence.snapshot import SnapshotStore
+from policy.settings import plan_settings
 from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
 from provisioner.api import create_app
 from provisioner.apiserver import ApiServer
 from provisioner.audit import AuditLog
 from provisioner.auth import load_tokens
-from provisioner.config import Config
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
 from provisioner.readmodel import ReadModel
@@ -143,7 +144,7 @@ class Daemon:
     def _api_server(self) -> ApiServer:
         api = self.cfg.api
         tokens = load_tokens(api.tokens) if api.tokens else None
-        billing = self.cfg.policy.settings(self.cfg.budget, self.cfg.providers).billing_units
+        billing = plan_settings(self.cfg.policy, self.cfg.budget, self.cfg.providers).billing_units
         ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing)
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import sim
-from provisioner.config import Config
+from config.models import Config
 
 SIM_SCRIPT = Path(sim.__file__).resolve().parent / "scripts" / "sim-provider"
 

@@ -23,15 +23,16 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from config.models import Config
 from messages.facts import Fact
 from messages.scripts import ScriptResult
 from messages.states import REQUEST
 from persistence.port import Controller
 from policy.budget import Usage, period_start, usage
 from policy.costs import costs as policy_costs
+from policy.settings import budget_limits, plan_settings
 from policy.supply import SupplyView
 from provisioner import views
-from provisioner.config import Config
 from provisioner.readmodel import ReadModel
 
 SCRIPT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -112,8 +113,8 @@ class StateCollector(Collector):
         self.controller = controller
         self.cfg = cfg
         self.clock = clock
-        self.limits = cfg.budget.limits()
-        self.settings = cfg.policy.settings(cfg.budget, cfg.providers)
+        self.limits = budget_limits(cfg.budget)
+        self.settings = plan_settings(cfg.policy, cfg.budget, cfg.providers)
 
     def describe(self) -> list[Metric]:
         # Registering must not scrape the controller; the families are known only at collect time.

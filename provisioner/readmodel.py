@@ -20,9 +20,9 @@ from typing import Iterator, Mapping
 
 from persistence.port import Controller
 from persistence.projection import Projection
+from persistence.replay import catch_up
 from persistence.shared import SharedProjection
 from persistence.snapshot import Snapshot, SnapshotStore, encode
-from provisioner.views import catch_up
 
 
 class ReadModel:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 from persistence.port import Controller
 from provisioner.readmodel import ReadModel
 

@@ -1,4 +1,4 @@
-"""The operator's views (DESIGN §13), computed from a projection of the fact log.
+"""The operator's views, computed from a projection of the fact log.
 
 The CLI builds them from a replay of the controller, the REST API from its
 read model: the same rows either way, so scripts see one shape.
@@ -10,34 +10,9 @@ from typing import Any, Mapping
 
 from lease.port import Lease
 from messages.states import GRANT, INSTANCE, REQUEST
-from persistence.port import Controller
-from persistence.projection import Projection, bulk
-from persistence.shared import SharedProjection
+from persistence.projection import Projection
 from policy.costs import costs as policy_costs
 from policy.costs import instance_cost as _instance_cost
-
-#: Facts read at a time. A page is decoded, then applied, then let go: a small one stays in
-#: the processor's caches in between (100,000 facts replay some 15% faster than in pages of
-#: 10,000).
-PAGE = 200
-
-
-def replay(controller: Controller) -> Projection:
-    p = Projection()
-    catch_up(p, controller)
-    return p
-
-
-def catch_up(p: Projection | SharedProjection, controller: Controller) -> int:
-    """Apply every fact after ``p.seq``; returns how many were read."""
-    read = 0
-    with bulk():
-        while True:
-            facts = controller.read(after=p.seq, limit=PAGE)
-            p.apply_all(facts)
-            read += len(facts)
-            if len(facts) < PAGE:
-                return read
 
 
 def _price(p: Projection, provider: str, key: str | None) -> float:

@@ -1,6 +1,6 @@
 """The simulator's config: the daemon's own policy and budget sections, and simulated providers.
 
-``policy:`` and ``budget:`` are the very models of ``provisioner/config.py``,
+``policy:`` and ``budget:`` are the very models of ``config.models``,
 so a section can be pasted from a production config and back. Each provider
 is its ``description`` (what its ``describe`` would say: the planner sees
 only this), the operator's ``policy`` for it (billing unit, caps, return
@@ -22,9 +22,16 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
-from messages.base import Model
-from messages.description import ProviderDescription
-from provisioner.config import (
+from config.located import (
+    ConfigError,
+    ConfigIssue,
+    describe_error,
+    dotted,
+    empty_means_default,
+    parse_located,
+    validation_issues,
+)
+from config.models import (
     BudgetConfig,
     Duration,
     LeaseConfig,
@@ -34,15 +41,8 @@ from provisioner.config import (
     ResourceConfig,
     ScriptConfig,
 )
-from provisioner.configfile import (
-    ConfigError,
-    ConfigIssue,
-    _describe_error,
-    _dotted,
-    _empty_means_default,
-    _parse,
-    _validation_issues,
-)
+from messages.base import Model
+from messages.description import ProviderDescription
 
 
 def _spread(value: object) -> object:
@@ -211,16 +211,16 @@ def load_sim_config(path: Path) -> tuple[SimConfig, dict[str, Any]]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigIssue(file, None, "", f"cannot read: {exc}")]) from None
-    data, where, issues = _parse(text, file)
+    data, where, issues = parse_located(text, file)
     if issues:
         raise ConfigError(issues)
     if not isinstance(data, dict):
         raise ConfigError([where.issue((), "the top level must be a mapping (policy:, budget:, providers:, ...)")])
-    _empty_means_default(data, SimConfig)
+    empty_means_default(data, SimConfig)
     try:
         cfg = SimConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_validation_issues(exc, data, where, set(), set(), root=SimConfig)) from None
+        raise ConfigError(validation_issues(exc, data, where, SimConfig)) from None
     return cfg, data
 
 
@@ -246,10 +246,10 @@ def with_settings(data: dict[str, Any], settings: list[str], origin: str) -> Sim
     except ValidationError as exc:
         issues = []
         for err in exc.errors(include_url=False):
-            e = _describe_error(err, doc, set(), root=SimConfig)
+            e = describe_error(err, doc, {}, SimConfig)
             named = next((s for p, s in paths.items() if e.elems[:len(p)] == p), None)
             what = f"{named!r}: " if named else ""
-            issues.append(ConfigIssue(origin, None, "", f"{what}{_dotted(e.elems)}: {e.message}"))
+            issues.append(ConfigIssue(origin, None, "", f"{what}{dotted(e.elems)}: {e.message}"))
         raise ConfigError(issues) from None
 
 

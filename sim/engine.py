@@ -51,6 +51,7 @@ from policy.catalog import Catalog
 from policy.due import next_change
 from policy.matching import Selector
 from policy.rounds import catalog_for, outcome, propose, review_orders, with_cuts
+from policy.settings import plan_settings
 from policy.supply import ARRIVING
 from sim.cloud import Cloud
 from sim.config import SimConfig
@@ -85,7 +86,7 @@ class Engine:
         self.end = q(trace.start + trace.span)
         self.now = self.start
         self.p = Projection()
-        self.settings = cfg.policy.settings(cfg.budget, [sp.as_config() for sp in cfg.providers])
+        self.settings = plan_settings(cfg.policy, cfg.budget, [sp.as_config() for sp in cfg.providers])
         self.view: Any = Recent(self.p, self.settings) if trim else self.p
         self.plan_every = max(QUANTUM, q(cfg.policy.plan_every))
         self._heap: list[tuple[float, int, int, Callable[..., None], tuple]] = []

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from config.models import PolicyConfig, ResourceConfig
 from messages.facts import (
     GrantChanged,
     InstanceChanged,
@@ -32,12 +33,11 @@ from messages.facts import (
 from messages.grant_returns import return_lost
 from messages.records import RequestRecord
 from messages.return_intents import return_intent
-from messages.status_facts import status_facts
 from messages.states import INSTANCE, REQUEST, OnRestart
+from messages.status_facts import status_facts
 from policy.reclaim import portions
 from policy.retry import backoff, try_again
 from policy.returns import returns_due
-from provisioner.config import PolicyConfig, ResourceConfig
 from sim.cloud import Answer, Cloud
 
 if TYPE_CHECKING:

@@ -8,10 +8,9 @@ cost so far of every variant on one chart.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import logging
 
 import matplotlib
 

@@ -44,10 +44,10 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
+from config.located import ConfigIssue, describe_error, dotted
+from config.values import Duration
 from messages.base import Model
 from messages.demand import DemandItem, HostItem, Name, UnitItem
-from provisioner.config import Duration
-from provisioner.configfile import ConfigIssue, _describe_error, _dotted
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 #: A trace longer than this is surely a mistake (seconds given as milliseconds).
@@ -221,8 +221,8 @@ def parse_trace(lines: Iterable[str], file: str = "<trace>") -> Trace:
 def _issues(exc: ValidationError, data: Any, file: str, line: int, root: Any) -> list[ConfigIssue]:
     out = []
     for err in exc.errors(include_url=False):
-        e = _describe_error(err, data, set(), root=root)
-        out.append(ConfigIssue(file, line, _dotted(e.elems), e.message))
+        e = describe_error(err, data, {}, root)
+        out.append(ConfigIssue(file, line, dotted(e.elems), e.message))
     return out
 
 

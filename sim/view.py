@@ -26,8 +26,15 @@ import math
 from collections.abc import Iterable, Mapping
 
 from messages.facts import Decision, Fact, GrantChanged, InstanceSeen, Order, RequestPlanned
-from messages.records import DecisionRecord, GrantRecord, InstanceRecord, OrderRecord, ProviderRecord, RequestRecord
-from messages.records import ResourceRecord
+from messages.records import (
+    DecisionRecord,
+    GrantRecord,
+    InstanceRecord,
+    OrderRecord,
+    ProviderRecord,
+    RequestRecord,
+    ResourceRecord,
+)
 from messages.states import GRANT, INSTANCE, REQUEST
 from persistence.projection import Projection
 from policy.budget import period_start

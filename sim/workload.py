@@ -61,7 +61,7 @@ class DemoWorkload:
                 log.exception("demo workload step failed")
 
     def step(self, now: float) -> None:
-        from provisioner.views import replay  # late import: views pull in the projection
+        from persistence.replay import replay  # late import: views pull in the projection
 
         at = (now - self.started) % CYCLE
         _, want_hosts, want_units = PHASES[max(i for i, (t, _, _) in enumerate(PHASES) if at >= t)]

@@ -18,16 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from config.models import ProviderConfig
 from messages.demand import DemandSnapshot, HostItem
 from messages.description import ProviderDescription, Template
 from messages.records import ProviderRecord
 from persistence.bench import bench_append
 from persistence.controller import open_controller
 from persistence.projection import Projection
+from persistence.replay import replay
 from policy.planning import Catalog, PlanSettings, plan
 from policy.supply import SupplyView
-from provisioner.config import ProviderConfig
-from provisioner.views import replay
 from tests.bench_failover import TTL, takeover_seconds
 from tests.bench_ready import fill, ready_time, ready_time_cold
 from tests.bench_rss import daemon_rss

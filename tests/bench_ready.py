@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from actors.base import Ping
+from config.models import Config
 from messages.facts import InstanceChanged, InstanceSeen, RequestPlanned, make_fact
 from persistence.controller import open_controller
-from provisioner.config import Config
 from provisioner.daemon import Daemon
 
 #: Facts written after the last snapshot in the realistic start (the snapshotter's default interval).

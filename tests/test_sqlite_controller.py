@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 from messages.facts import Fact, UsageObserved, make_fact
 from persistence.controller import open_controller, patiently, sqlite_path
 from persistence.port import Cursor

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
 from persistence.port import Cursor

@@ -9,18 +9,12 @@ import httpx
 import pytest
 import yaml
 
+from config.models import Config
 from persistence.controller import open_controller
 from persistence.projection import Projection
-from provisioner.config import Config
+from persistence.replay import replay
 from provisioner.daemon import Daemon
-from provisioner.views import replay
-from tests.integration.conftest import (
-    HOSTS_SIM,
-    UNITS_SIM,
-    make_config,
-    sim_provider,
-    wait_state,
-)
+from tests.integration.conftest import HOSTS_SIM, UNITS_SIM, make_config, sim_provider, wait_state
 
 #: role -> (token name, token value); values are long random-looking strings a test can search for.
 TOKENS = {

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.configfile import LSF_SCRIPTS, ConfigError, check_config_main, load_config, public_url
+from config.load import LSF_SCRIPTS, load_config, public_url
+from config.located import ConfigError
+from provisioner.checkconfig import check_config_main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "provisioner.yaml"
 

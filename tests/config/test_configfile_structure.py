@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.configfile import ConfigError, ConfigIssue, load_config
+from config.load import load_config
+from config.located import ConfigError, ConfigIssue
 
 MINIMAL = """
 instance: {id: a}

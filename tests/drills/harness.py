@@ -23,8 +23,8 @@ import yaml
 
 from persistence.controller import open_controller, sqlite_path
 from persistence.port import Controller
+from persistence.replay import replay
 from provisioner.demo import SIM_SCRIPT
-from provisioner.views import replay
 from tests.integration.conftest import sim_call, wait_until
 
 HOSTS_SIM = {"kind": "hosts", "seed": 5, "name_prefix": "h", "priority": 10, "cost_per_hour": 0.5, "lead_time": 0.3,

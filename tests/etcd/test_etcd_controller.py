@@ -9,7 +9,7 @@ import time
 import pytest
 
 from lease.etcd_client import MAX_TXN_OPS, EtcdClient, EtcdTarget
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 from persistence.controller import open_controller
 from persistence.port import Cursor
 from tests.contract.factories import usage

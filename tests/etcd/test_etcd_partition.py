@@ -16,8 +16,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from lease.port import ControllerUnavailable, Lease
+from lease.port import Lease
 from messages.demand import DemandSnapshot, HostItem
+from messages.errors import ControllerUnavailable
 from persistence.controller import open_controller
 from tests.contract.factories import usage
 from tests.drills import test_failover as sqlite_drills

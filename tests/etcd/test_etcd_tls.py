@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lease.port import ControllerUnavailable
+from messages.errors import ControllerUnavailable
 from persistence.controller import open_controller
 from persistence.port import Cursor
 from tests.contract.factories import usage

@@ -10,11 +10,11 @@ from typing import Any, Callable
 
 import pytest
 
+from config.models import Config
 from persistence.controller import open_controller
-from provisioner.config import Config
+from persistence.replay import replay
 from provisioner.daemon import Daemon
 from provisioner.demo import SIM_SCRIPT
-from provisioner.views import replay
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:

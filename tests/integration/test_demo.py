@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from persistence.replay import replay
 from provisioner.daemon import Daemon
 from provisioner.demo import demo_config, sim_admin
-from provisioner.views import replay
 from sim.workload import BUSY_FOR, PHASES, DemoWorkload
 from tests.integration.conftest import wait_until
 

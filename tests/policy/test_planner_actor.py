@@ -7,18 +7,11 @@ import threading
 import pytest
 
 from actors.planner import PlannerActor
+from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from lease.port import Lease
-from messages.commands import (
-    Append,
-    CaughtUp,
-    Committed,
-    DemandChanged,
-    Review,
-    Reviewed,
-)
+from messages.commands import Append, CaughtUp, Committed, DemandChanged, Review, Reviewed
 from messages.demand import HostItem
 from messages.facts import Decision, LeaseChanged, ProviderDescribed, make_fact
-from provisioner.config import BudgetConfig, PolicyConfig, ProviderConfig
 from tests.fakes import Inbox
 from tests.policy.factories import T0, demand, hosts
 

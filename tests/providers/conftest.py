@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from config.models import ProviderConfig
 from messages.scripts import ScriptResult
 from providers.runner import ScriptRunner
-from provisioner.config import ProviderConfig
 
 DATA = Path(__file__).parent / "data"
 

@@ -5,16 +5,10 @@ from __future__ import annotations
 import pytest
 
 from actors.budget import BudgetActor
+from config.models import BudgetConfig
 from messages.commands import Committed, Review, Reviewed
 from messages.description import ProviderDescription, Template
-from messages.facts import (
-    InstanceSeen,
-    Order,
-    ProviderDescribed,
-    RequestPlanned,
-    make_fact,
-)
-from provisioner.config import BudgetConfig
+from messages.facts import InstanceSeen, Order, ProviderDescribed, RequestPlanned, make_fact
 from tests.fakes import Inbox
 
 

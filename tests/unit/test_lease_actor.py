@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from actors.lease import LeaseActor, Revocation
+from config.models import Config
 from lease.port import Lease
 from messages.commands import Tick
 from persistence.sqlite import SqliteController
-from provisioner.config import Config
 
 ROLES = {"planner", "provider:hosts", "provider:units"}
 

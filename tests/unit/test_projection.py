@@ -1,9 +1,9 @@
 """The projection: replay gives state; a bad fact is skipped, never raised."""
 
 from messages.facts import InstanceChanged, InstanceSeen, LeaseChanged, RequestChanged, RequestPlanned, make_fact
+from persistence import replay as views
 from persistence.controller import open_controller
 from persistence.projection import Projection
-from provisioner import views
 from tests.bench_ready import fill
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from actors.provider import SCAN_EVERY_POLLS
+from config.models import PolicyConfig
 from messages.commands import CaughtUp, ScriptDone
 from messages.facts import RequestPlanned
 from messages.scripts import ScriptResult
-from provisioner.config import PolicyConfig
 from tests.unit.test_provider_returns import T0, _owner
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 
 from actors.provider import ProviderActor
+from config.models import PolicyConfig, ProviderConfig
 from lease.port import Lease
 from messages.commands import Append
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, RequestChanged, RequestPlanned, make_fact
 from messages.scripts import RequestState, ScriptResult, StatusReport
 from persistence.projection import Projection
 from policy.returns import AGAIN, FAILED, returns_due, settled
-from provisioner.config import PolicyConfig, ProviderConfig
 from tests.fakes import Inbox
 
 T0 = 1_000_000.0

@@ -10,14 +10,14 @@ import pytest
 
 from actors.base import Ping
 from actors.journal import JournalActor, Restored
+from config.models import Config
 from messages.commands import CaughtUp, Committed, Subscribe
 from persistence.controller import open_controller
+from persistence.replay import replay
 from persistence.snapshot import SnapshotStore
-from provisioner.config import Config
 from provisioner.daemon import Daemon
 from provisioner.readmodel import ReadModel
 from provisioner.snapshotter import Snapshotter
-from provisioner.views import replay
 from tests.fakes import Inbox
 from tests.unit.snapshot_log import varied_log
 from tests.unit.test_snapshot import state

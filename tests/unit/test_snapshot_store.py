@@ -10,8 +10,8 @@ import pytest
 
 from persistence import snapshot as snapshot_module
 from persistence.controller import open_controller
+from persistence.replay import replay
 from persistence.snapshot import SnapshotStore, encode
-from provisioner.views import replay
 from tests.unit.snapshot_log import varied_log
 from tests.unit.test_snapshot import state
 

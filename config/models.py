@@ -1,43 +1,20 @@
-"""The daemon's configuration (DESIGN §12) as strict models.
+"""The daemon's configuration as strict models.
 
-Loading from YAML with file:line error messages lives in ``provisioner/configfile.py``.
+Reading them from YAML, with errors that name the file and line, is ``config.load``.
+The planner's settings are made from them by ``policy.settings``: a config says what
+an operator wants, and knows nothing of how the policy works it out.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated, Literal, Sequence
+from typing import Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import Field, model_validator
 
+from config.values import Duration, Name
 from messages.base import Model
 from messages.description import SupplyKind
-from policy.budget import BudgetLimits
-from policy.limits import ProviderLimits
-from policy.settings import PlanSettings
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-
-
-def parse_duration(value: object) -> float:
-    """``90s``, ``10m``, ``2h``, ``1.5d``, ``250ms`` or a bare number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError("a duration like 90s, 10m or 2h, not a boolean")
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError("a duration cannot be negative")
-        return float(value)
-    if isinstance(value, str):
-        m = _DURATION.match(value)
-        if m:
-            return float(m.group(1)) * _UNIT[m.group(2)]
-    raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 10m, 2h)")
-
-
-Duration = Annotated[float, BeforeValidator(parse_duration)]
-Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
 
 
 class InstanceConfig(Model):
@@ -80,12 +57,6 @@ class BudgetConfig(Model):
     max_hosts: int | None = Field(default=None, ge=0)
     max_units: int | None = Field(default=None, ge=0)
 
-    def limits(self) -> BudgetLimits:
-        return BudgetLimits(
-            max_hosts=self.max_hosts, max_units=self.max_units, max_cost_per_hour=self.max_cost_per_hour,
-            max_spend=self.max_spend.amount if self.max_spend else None,
-            spend_per=self.max_spend.per if self.max_spend else "month",
-        )
 
 
 class PolicyConfig(Model):
@@ -102,13 +73,6 @@ class PolicyConfig(Model):
     poll_every: Duration = 5.0
     plan_every: Duration = 5.0
 
-    def settings(self, budget: BudgetConfig | None = None, providers: Sequence[ProviderConfig] = ()) -> PlanSettings:
-        """The planner's settings: these keys, the global caps and each provider's own limits."""
-        return PlanSettings(
-            cooldown=self.cooldown, backoff_max=self.backoff_max, join_grace=self.join_grace,
-            order_timeout=self.request_timeout, budget=budget.limits() if budget else BudgetLimits(),
-            providers={p.name: p.policy.limits() for p in providers},
-        )
 
 
 class ScriptConfig(Model):
@@ -168,15 +132,6 @@ class ProviderPolicy(Model):
             raise ValueError("return_window must be shorter than the billing unit (billing_unit, or 1h)")
         return self
 
-    def limits(self) -> ProviderLimits:
-        return ProviderLimits(
-            max_cost_per_hour=self.max_cost_per_hour,
-            rate_count=self.rate.count if self.rate else None,
-            rate_per=self.rate.per if self.rate else 60.0,
-            billing_unit=self.billing_unit,
-            return_window=self.return_window,
-            max_lifetime=self.max_lifetime,
-        )
 
 
 class ProviderConfig(Model):

@@ -1,0 +1,325 @@
+"""Loading the daemon's config file: every problem at once, each at its line.
+
+Syntax, structure (through ``config.located``), cross-references between
+sections, and the files the config names: a script that is not executable,
+an env_file readable by others, a folder that cannot be made.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from config.located import (
+    MAX_VALUES,
+    ConfigError,
+    ConfigIssue,
+    Elems,
+    Expander,
+    TooBig,
+    Where,
+    did_you_mean,
+    empty_means_default,
+    parse_located,
+    shown,
+    validation_issues,
+)
+from config.models import Config
+from messages.scripts import Action
+
+LSF_SCRIPTS = (
+    "getAvailableTemplates",
+    "requestMachines",
+    "getRequestStatus",
+    "requestReturnMachines",
+    "getReturnRequests",
+)
+_TLS_KEYS = ("cert", "key")
+
+# --- the daemon's own wording -------------------------------------------------------
+
+_URL: Elems = ("controller", "url")
+
+
+def _reword(kind: str, elems: Elems, value: Any) -> str | None:
+    """A controller URL that does not parse: say which schemes work, and never echo it (it may hold a password)."""
+    if kind != "string_pattern_mismatch" or elems != _URL:
+        return None
+    scheme = value.split("://", 1)[0] if isinstance(value, str) and "://" in value else None
+    got = f"got scheme {scheme!r}" if scheme is not None else "no scheme"
+    return f"not a controller URL ({got}; use sqlite:///PATH or etcd://HOST:PORT[,HOST:PORT...])"
+
+
+# --- checks across sections ---------------------------------------------------------
+
+
+def sqlite_path(url: str) -> Path | None:
+    """``sqlite:///var/lib/p/state.db`` -> ``/var/lib/p/state.db``: the path is all after ``sqlite://``."""
+    return Path(url[len("sqlite://") :]) if url.startswith("sqlite://") else None
+
+
+def _listen_problem(listen: str) -> str | None:
+    host, _, port = listen.rpartition(":")
+    if host and port.isdigit() and 0 < int(port) < 65536:
+        return None
+    return f"expected HOST:PORT (e.g. 127.0.0.1:8787), got {listen!r}"
+
+
+def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
+    issues: list[ConfigIssue] = []
+    kinds: dict[str, str] = {}
+    first: dict[str, int] = {}
+    actions = list(get_args(Action))
+    for i, p in enumerate(cfg.providers):
+        if p.name in first:
+            line = at.line(("providers", first[p.name], "name"))
+            message = f"duplicate provider name {p.name!r} (first at line {line})"
+            issues.append(at.issue(("providers", i, "name"), message))
+        else:
+            first[p.name] = i
+            kinds[p.name] = p.kind
+        if p.kind == "units" and p.script.style == "lsf":
+            message = "style 'lsf' serves hosts only; a units provider needs style 'v2'"
+            issues.append(at.issue(("providers", i, "script", "style"), message))
+        for action in p.script.timeouts:
+            if action not in actions:
+                where = ("providers", i, "script", "timeouts", action)
+                issues.append(at.issue(where, f"unknown action ({did_you_mean(action, actions)})"))
+
+    names = list(first)
+    served: set[str] = set()
+    for j, name in enumerate(cfg.instance.serves):
+        if name in served:
+            issues.append(at.issue(("instance", "serves", j), f"{name!r} is listed twice"))
+        elif name not in kinds:
+            issues.append(at.issue(("instance", "serves", j), _no_provider(name, names)))
+        served.add(name)
+
+    seen: dict[str, int] = {}
+    for k, r in enumerate(cfg.resources):
+        if r.name in seen:
+            line = at.line(("resources", seen[r.name], "name"))
+            message = f"duplicate resource name {r.name!r} (first at line {line})"
+            issues.append(at.issue(("resources", k, "name"), message))
+        seen.setdefault(r.name, k)
+        if r.provider is None:
+            continue
+        if r.provider not in kinds:
+            issues.append(at.issue(("resources", k, "provider"), _no_provider(r.provider, names)))
+        elif kinds[r.provider] != "units":
+            issues.append(
+                at.issue(
+                    ("resources", k, "provider"),
+                    f"provider {r.provider!r} is of kind {kinds[r.provider]}; a resource needs a units provider",
+                )
+            )
+
+    problem = _listen_problem(cfg.api.listen)
+    if problem:
+        issues.append(at.issue(("api", "listen"), problem))
+    if cfg.api.tls is not None:
+        for key in cfg.api.tls:
+            if key not in _TLS_KEYS:
+                issues.append(at.issue(("api", "tls", key), f"unknown field ({did_you_mean(key, list(_TLS_KEYS))})"))
+        for key in _TLS_KEYS:
+            if key not in cfg.api.tls:
+                issues.append(at.issue(("api", "tls", key), "missing required field"))
+    return issues
+
+
+def _no_provider(name: str, names: list[str]) -> str:
+    hint = did_you_mean(name, names) if names else "no providers are configured"
+    return f"no provider named {name!r} ({hint})"
+
+
+# --- checks of the files the config names --------------------------------------------
+
+
+def _mode_problem(path: Path) -> str | None:
+    """A file holding credentials must be readable by its owner only."""
+    problem = _readable_problem(path)
+    if problem:
+        return problem
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        return f"mode {mode:04o} is too open, use 0600 (chmod 600 {path})"
+    return None
+
+
+def _readable_problem(path: Path) -> str | None:
+    if not path.exists():
+        return f"no such file: {path}"
+    if not path.is_file():
+        return f"not a file: {path}"
+    if not os.access(path, os.R_OK):
+        return f"cannot read {path} (permission denied)"
+    return None
+
+
+def _executable_problem(path: Path) -> str | None:
+    if not path.exists():
+        return f"no such file: {path}"
+    if not path.is_file():
+        return f"not a file: {path} (style v2 runs one executable)"
+    if not os.access(path, os.X_OK):
+        return f"not executable: {path} (chmod +x)"
+    return None
+
+
+def _folder_problem(path: Path) -> str | None:
+    if not path.exists():
+        return f"no such folder: {path}"
+    if not path.is_dir():
+        return f"not a folder: {path}"
+    return None
+
+
+def _creatable_problem(path: Path) -> str | None:
+    """A folder the daemon creates on start: fine if missing, as long as it can be made."""
+    if path.exists():
+        return None if path.is_dir() else f"not a folder: {path}"
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else f"cannot create {path}: {parent} is not a folder"
+    return None
+
+
+def _lsf_problems(folder: Path) -> list[str]:
+    if not folder.exists():
+        return [f"no such file: {folder}"]
+    if not folder.is_dir():
+        return [f"not a folder: {folder} (style lsf needs the folder holding the five scripts)"]
+    problems = []
+    for name in LSF_SCRIPTS:
+        found = [folder / n for n in (name, name + ".sh") if (folder / n).is_file()]
+        if not found:
+            problems.append(f"missing script {name} (or {name}.sh) in {folder}")
+        elif not any(os.access(f, os.X_OK) for f in found):
+            problems.append(f"not executable: {found[0]} (chmod +x)")
+    return problems
+
+
+def _file_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
+    found: list[tuple[Elems, str | None]] = []
+    for i, p in enumerate(cfg.providers):
+        script = ("providers", i, "script")
+        if p.script.style == "lsf":
+            found += [(script + ("path",), m) for m in _lsf_problems(p.script.path)]
+        else:
+            found.append((script + ("path",), _executable_problem(p.script.path)))
+        if p.script.conf_dir is not None:
+            found.append((script + ("conf_dir",), _folder_problem(p.script.conf_dir)))
+        if p.script.work_dir is not None:
+            found.append((script + ("work_dir",), _creatable_problem(p.script.work_dir)))
+        if p.env_file is not None:
+            found.append((("providers", i, "env_file"), _mode_problem(p.env_file)))
+    if cfg.api.tokens is not None:
+        found.append((("api", "tokens"), _mode_problem(cfg.api.tokens)))
+    for key, path in (cfg.api.tls or {}).items():
+        found.append((("api", "tls", key), _readable_problem(path)))
+    db = sqlite_path(cfg.controller.url)
+    if db is not None:
+        problem = f"the database is a folder: {db}" if db.is_dir() else _creatable_problem(db.parent)
+        found.append((("controller", "url"), problem))
+    if cfg.home is not None:
+        found.append((("home",), _creatable_problem(cfg.home)))
+    return [at.issue(elems, message) for elems, message in found if message]
+
+
+# --- relative paths ---------------------------------------------------------------------
+
+
+def _absolute(cfg: Config, base: Path) -> Config:
+    """Resolve relative paths against the config file's folder, so the daemon's cwd never matters."""
+
+    def a(p: Path | None) -> Path | None:
+        if p is None:
+            return None
+        p = p.expanduser()
+        return p if p.is_absolute() else Path(os.path.normpath(base / p))
+
+    providers = []
+    for p in cfg.providers:
+        s = p.script
+        script = s.model_copy(update={"path": a(s.path), "conf_dir": a(s.conf_dir), "work_dir": a(s.work_dir)})
+        providers.append(p.model_copy(update={"script": script, "env_file": a(p.env_file)}))
+    tls = {k: a(v) for k, v in cfg.api.tls.items()} if cfg.api.tls is not None else None
+    api = cfg.api.model_copy(update={"tokens": a(cfg.api.tokens), "tls": tls})
+    return cfg.model_copy(update={"providers": providers, "api": api, "home": a(cfg.home)})
+
+
+# --- entry points -----------------------------------------------------------------------
+
+
+# --- entry points -----------------------------------------------------------------------
+
+
+def load_config(path: Path, *, check_files: bool = True) -> Config:
+    """Load, validate and cross-check a config file; raise ``ConfigError`` with every issue found.
+
+    Relative paths come back absolute (against the file's folder); ``${VAR}`` is
+    expanded from the environment. ``check_files=False`` touches no file but the
+    config itself (for checking a config on another host than the one it is for).
+    """
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise ConfigError([ConfigIssue(file, None, "", message)]) from None
+    except OSError as exc:
+        raise ConfigError([ConfigIssue(file, None, "", f"cannot read: {exc.strerror or exc}")]) from None
+
+    data, where, issues = parse_located(text, file)
+    if issues and data is None:
+        raise ConfigError(issues)
+    if data is None:
+        message = "the file is empty (expected sections such as instance:, controller:, providers:)"
+        raise ConfigError([ConfigIssue(file, 1, "", message)])
+    if not isinstance(data, dict):
+        got = shown(data)
+        message = f"the top level must be a mapping of sections (instance:, controller:, ...), got {got}"
+        raise ConfigError([where.issue((), message)])
+
+    expand = Expander(os.environ)
+    try:
+        data = expand(data)
+    except TooBig:
+        raise ConfigError([where.issue((), f"more than {MAX_VALUES} values once YAML aliases are expanded")]) from None
+    issues += [where.issue(elems, message) for elems, message in expand.problems.items()]
+    empty_means_default(data, Config)
+
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        hidden = {elems: "a value taken from the environment" for elems in expand.from_env}
+        hidden.setdefault(_URL, "a value not shown (it may hold credentials)")
+        issues += validation_issues(exc, data, where, Config, skip=set(expand.problems), hidden=hidden,
+                                    reword=_reword)
+        raise ConfigError(issues) from None
+
+    cfg = _absolute(cfg, Path(os.path.abspath(path)).parent)
+    issues += _semantic_issues(cfg, where)
+    if check_files:
+        issues += _file_issues(cfg, where)
+    if issues:
+        raise ConfigError(issues)
+    return cfg
+
+
+def public_url(url: str) -> str:
+    """The controller URL without anything that could be a credential: scheme and hosts (or the sqlite file)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return scheme
+    if scheme == "sqlite":
+        return url.split("?", 1)[0]
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    hosts = ",".join(h.rpartition("@")[2] for h in netloc.split(","))
+    return f"{scheme}://{hosts}"
+

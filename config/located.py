@@ -1,0 +1,431 @@
+"""YAML with line numbers, and pydantic's errors turned into words at those lines.
+
+An operator fixing a file at 3 a.m. needs every problem at once, each one
+pointing at the line to edit, in words rather than validator jargon. So the
+reader keeps the line of every YAML node, turns pydantic's error locations
+back into those lines, and goes on past the first problem. Every file the
+project reads from people (the daemon's config, the simulator's, traces,
+demand) is read with it, against its own root model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+import typing
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from config.values import Name
+
+Elems = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in a config file; ``line`` is None only when the file could not be read."""
+
+    file: str
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; carries every issue found, in file order."""
+
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        self.issues = sorted(issues, key=lambda i: i.line or 0)
+        super().__init__("\n".join(str(i) for i in self.issues))
+
+
+# --- where things are -------------------------------------------------------
+
+
+def dotted(elems: Elems) -> str:
+    """``('providers', 1, 'script', 'path')`` -> ``providers[1].script.path``."""
+    out = ""
+    for e in elems:
+        if isinstance(e, int) and not isinstance(e, bool):
+            out += f"[{e}]"
+        elif isinstance(e, str) and re.fullmatch(r"[A-Za-z0-9_-]+", e):
+            out += f".{e}" if out else e
+        else:
+            out += f"[{e!r}]"
+    return out
+
+
+class Where:
+    """Turns a location in the data into an issue at the line of that node or its nearest parent."""
+
+    def __init__(self, file: str, lines: dict[Elems, int]) -> None:
+        self.file = file
+        self.lines = lines
+
+    def line(self, elems: Elems) -> int:
+        for n in range(len(elems), -1, -1):
+            if elems[:n] in self.lines:
+                return self.lines[elems[:n]]
+        return 1
+
+    def issue(self, elems: Elems, message: str) -> ConfigIssue:
+        return ConfigIssue(self.file, self.line(elems), dotted(elems), message)
+
+
+# --- YAML with line numbers ---------------------------------------------------
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _MarkedLoader(yaml.SafeLoader):
+    """A SafeLoader that notes keys appearing twice in one mapping; YAML keeps the last silently."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        #: id(mapping node) -> [(key, line of the repeat, line of the first)]
+        self.duplicates: dict[int, list[tuple[Any, int, int]]] = {}
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == _MERGE_TAG:
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in first:
+                        self.duplicates.setdefault(id(node), []).append(
+                            (key, key_node.start_mark.line + 1, first[key])
+                        )
+                    else:
+                        first[key] = key_node.start_mark.line + 1
+                except TypeError:
+                    pass  # an unhashable key: the base constructor reports it with its mark
+        return super().construct_mapping(node, deep=deep)  # type: ignore[arg-type]
+
+
+def _index(
+    loader: _MarkedLoader, node: yaml.Node, elems: Elems, lines: dict[Elems, int], seen: set[int]
+) -> Iterator[tuple[Elems, str]]:
+    """Record the line of every key and item below ``node``; yield duplicate-key problems.
+
+    An aliased node is entered once only: a billion-laughs file must not make
+    this walk explode, and deeper lookups fall back to the alias's own line.
+    """
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        for key, line, first in loader.duplicates.get(id(node), []):
+            yield elems + (key,), f"duplicate key (first at line {first}; YAML would silently keep this one)"
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            lines[elems + (key,)] = key_node.start_mark.line + 1
+            yield from _index(loader, value_node, elems + (key,), lines, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[elems + (i,)] = item.start_mark.line + 1
+            yield from _index(loader, item, elems + (i,), lines, seen)
+
+
+def parse_located(text: str, file: str) -> tuple[Any, Where, list[ConfigIssue]]:
+    loader = _MarkedLoader(text)
+    where = Where(file, {})
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, where, []
+        data = loader.construct_document(node)
+        where.lines[()] = node.start_mark.line + 1
+        dups = list(_index(loader, node, (), where.lines, set()))
+        return data, where, [where.issue(e, m) for e, m in dups]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        text = exc.problem or exc.context or "cannot parse"
+        if mark is not None:
+            text += f" (column {mark.column + 1})"
+        if exc.problem and exc.context and exc.context_mark is not None:
+            text += f", {exc.context} at line {exc.context_mark.line + 1}"
+        line = mark.line + 1 if mark is not None else 1
+        return None, where, [ConfigIssue(file, line, "", f"YAML syntax error: {text}")]
+    except yaml.YAMLError as exc:
+        return None, where, [ConfigIssue(file, 1, "", f"YAML error: {exc}")]
+    finally:
+        loader.dispose()
+
+
+# --- the models' types, walked along a location --------------------------------
+
+
+def _strip(tp: Any) -> Any:
+    """Unwrap ``Annotated`` and ``X | None`` down to the type that matters for messages."""
+    while True:
+        origin = get_origin(tp)
+        if origin is typing.Annotated:
+            tp = get_args(tp)[0]
+            continue
+        if origin in (Union, types.UnionType):
+            args = [a for a in get_args(tp) if a is not type(None)]
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            if models or len(args) == 1:
+                tp = (models or args)[0]
+                continue
+        return tp
+
+
+def type_at(elems: Elems, root: Any) -> Any:
+    tp: Any = root
+    for e in elems:
+        tp = _strip(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(e) if isinstance(e, str) else None
+            if field is None:
+                return None
+            tp = field.annotation
+        elif get_origin(tp) is list and isinstance(e, int):
+            tp = get_args(tp)[0]
+        elif get_origin(tp) is dict:
+            tp = get_args(tp)[1]
+        else:
+            return None
+    return _strip(tp)
+
+
+def empty_means_default(data: Any, tp: Any) -> None:
+    """``policy:`` with every key commented out is YAML null; treat it as the section's defaults."""
+    tp = _strip(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(data, dict):
+        for name, field in tp.model_fields.items():
+            takes_none = type(None) in get_args(field.annotation)
+            if name in data and data[name] is None and not field.is_required() and not takes_none:
+                del data[name]
+            elif name in data:
+                empty_means_default(data[name], field.annotation)
+    elif get_origin(tp) is list and isinstance(data, list):
+        for item in data:
+            empty_means_default(item, get_args(tp)[0])
+
+
+# --- ${VAR} expansion -------------------------------------------------------------
+
+_REF = re.compile(r"\$(\$?)\{([^}]*)\}")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Far more values than any real config holds; YAML aliases nested on aliases can
+#: otherwise expand a small file into billions of them.
+MAX_VALUES = 100_000
+
+
+class TooBig(Exception):
+    pass
+
+
+class Expander:
+    """Expands ``${VAR}`` in string values (never keys); ``$${`` stands for a literal ``${``."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        #: location -> why its value could not be expanded
+        self.problems: dict[Elems, str] = {}
+        #: locations whose value came (partly) from the environment: never echoed in errors
+        self.from_env: set[Elems] = set()
+        self.budget = MAX_VALUES
+
+    def __call__(self, data: Any, elems: Elems = ()) -> Any:
+        self.budget -= 1
+        if self.budget < 0:
+            raise TooBig
+        if isinstance(data, dict):
+            return {k: self(v, elems + (k,)) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self(v, elems + (i,)) for i, v in enumerate(data)]
+        if not isinstance(data, str) or "${" not in data:
+            return data
+        return _REF.sub(lambda m: self._sub(m, elems), data)
+
+    def _sub(self, m: re.Match[str], elems: Elems) -> str:
+        if m.group(1):
+            return "${" + m.group(2) + "}"
+        name = m.group(2)
+        if not _VAR.fullmatch(name):
+            hint = "use ${NAME}, or $${ for a literal ${"
+            self.problems.setdefault(elems, f"bad variable reference ${{{name}}} ({hint})")
+            return m.group(0)
+        if name not in self.env:
+            self.problems.setdefault(elems, f"environment variable {name} is not set")
+            return m.group(0)
+        self.from_env.add(elems)
+        return self.env[name]
+
+
+# --- pydantic errors in words -------------------------------------------------------
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "text",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "path_type": "a path",
+}
+_BOUNDS = {
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "more than"),
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "less than"),
+}
+_NAME_PATTERN = next(m.pattern for m in get_args(Name)[1].metadata if getattr(m, "pattern", None))
+
+
+def shown(value: Any, hidden: str | None = None) -> str:
+    if hidden:
+        return hidden
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "known: " + ", ".join(choices) if choices else ""
+
+
+def _unknown_field(elems: Elems, root: Any) -> str:
+    model = type_at(elems[:-1], root)
+    fields = list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+    hint = did_you_mean(str(elems[-1]), fields)
+    return f"unknown field ({hint})" if hint else "unknown field"
+
+
+@dataclass
+class Described:
+    elems: Elems
+    union_branch: bool
+    expected: str | None
+    got: str
+    message: str
+
+
+def _locate(loc: tuple[Any, ...], data: Any, missing: bool) -> tuple[Elems, bool, bool]:
+    """Map pydantic's ``loc`` onto keys that exist in the data; union-branch tags are dropped."""
+    elems: list[Any] = []
+    cur, branch, key_error = data, False, False
+    for i, part in enumerate(loc):
+        if isinstance(cur, dict) and part in cur:
+            elems.append(part)
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            elems.append(part)
+            cur = cur[part]
+        elif part == "[key]":
+            key_error = True
+        elif missing and i == len(loc) - 1:
+            elems.append(part)
+        else:
+            branch = True
+    return tuple(elems), branch, key_error
+
+
+#: A file's own wording for some errors: given the error's kind, where it is and the value, the
+#: message to give, or None to use the general one (the daemon explains a bad controller URL).
+Reword = Callable[[str, Elems, Any], "str | None"]
+
+
+def describe_error(err: Mapping[str, Any], data: Any, hidden: Mapping[Elems, str], root: Any,
+                   reword: Reword | None = None) -> Described:
+    """One pydantic error in words. ``hidden``: locations whose value is never echoed, and what to say instead."""
+    kind = err["type"]
+    elems, branch, key_error = _locate(err["loc"], data, kind == "missing")
+    value = err.get("input")
+    got = shown(value, hidden.get(elems))
+    special = reword(kind, elems, value) if reword is not None else None
+    ctx = err.get("ctx") or {}
+    expected = None
+    if special is not None:
+        message = special
+    elif key_error:
+        message = f"keys here must be text, got {got}"
+    elif kind == "missing":
+        message = "missing required field"
+    elif kind in ("extra_forbidden", "invalid_key"):
+        message = _unknown_field(elems, root)
+    elif kind == "literal_error":
+        tp = type_at(elems, root)
+        options = ", ".join(repr(a) for a in get_args(tp)) if get_origin(tp) is Literal else ctx.get("expected")
+        message = f"expected one of {options}, got {got}"
+        if isinstance(value, bool):
+            message += " (YAML reads unquoted yes/no/on/off as true/false: quote the word)"
+    elif kind in ("value_error", "assertion_error") and "error" in ctx:
+        message = str(ctx["error"])
+    elif kind == "string_pattern_mismatch" and ctx.get("pattern") == _NAME_PATTERN:
+        message = (
+            f"not a valid name: {got} (letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit, at most 63 characters)"
+        )
+    elif kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        bound = ctx.get(key)
+        limit = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        message = f"must be {words} {limit}, got {got}"
+    elif kind in _EXPECTED:
+        expected = _EXPECTED[kind]
+        message = f"expected {expected}, got {got}"
+    else:
+        message = str(err.get("msg", kind))
+    return Described(elems, branch, expected, got, message)
+
+
+def _below(inner: Elems, outer: Elems) -> bool:
+    return len(inner) > len(outer) and inner[: len(outer)] == outer
+
+
+def validation_issues(
+    exc: ValidationError, data: Any, where: Where, root: Any, *, skip: Collection[Elems] = (),
+    hidden: Mapping[Elems, str] | None = None, reword: Reword | None = None,
+) -> list[ConfigIssue]:
+    """Pydantic's errors as issues at their lines; ``root`` is the model the file is loaded as.
+
+    ``skip``: locations already reported otherwise; ``hidden`` and ``reword`` as for ``describe_error``.
+    """
+    errors = [describe_error(e, data, hidden or {}, root, reword) for e in exc.errors(include_url=False)]
+    errors = [e for e in errors if e.elems not in skip]
+    # A union (``float | dict[str, float]``) fails once per branch; when one branch got
+    # deeper into the value, that branch is the one the operator meant.
+    errors = [e for e in errors if not (e.union_branch and any(_below(o.elems, e.elems) for o in errors))]
+    grouped: dict[Elems, list[Described]] = {}
+    for e in errors:
+        grouped.setdefault(e.elems, []).append(e)
+    issues = []
+    for elems, group in grouped.items():
+        if len(group) > 1 and all(e.expected for e in group):
+            wanted = " or ".join(dict.fromkeys(e.expected for e in group if e.expected))
+            issues.append(where.issue(elems, f"expected {wanted}, got {group[0].got}"))
+        else:
+            for message in dict.fromkeys(e.message for e in group):
+                issues.append(where.issue(elems, message))
+    return issues
+

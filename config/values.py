@@ -1,0 +1,34 @@
+"""The value types a config is written in: durations and names.
+
+Shared by every file the project reads (the daemon's config, the simulator's,
+demand traces), so ``10m`` means the same everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+def parse_duration(value: object) -> float:
+    """``90s``, ``10m``, ``2h``, ``1.5d``, ``250ms`` or a bare number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration like 90s, 10m or 2h, not a boolean")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    if isinstance(value, str):
+        m = _DURATION.match(value)
+        if m:
+            return float(m.group(1)) * _UNIT[m.group(2)]
+    raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 10m, 2h)")
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
