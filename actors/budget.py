@@ -16,9 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from actors.base import Actor, handles
-from actors.journal import Restored
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
-from messages.commands import CaughtUp, Committed, DemandChanged, HostEvents, Review, Reviewed, Subscribe, Tick
+from messages.commands import CaughtUp, DemandChanged, HostEvents, Review, Reviewed, Subscribe, Tick
 from persistence.shared import SharedProjection
 from policy.rounds import review_orders
 from policy.settings import plan_settings
@@ -31,29 +30,20 @@ class BudgetActor(Actor):
         self,
         journal: Any,
         budget: BudgetConfig,
+        shared: SharedProjection,
         clock: Callable[[], float] = time.time,
         policy: PolicyConfig | None = None,
         providers: Sequence[ProviderConfig] = (),
-        shared: SharedProjection | None = None,
     ) -> None:
-        """``shared``: the journal's projection of every fact, read instead of keeping one here."""
+        """``shared``: the journal's projection of every fact, which reviews read."""
         super().__init__()
         self.journal = journal
         self.clock = clock
         self.settings = plan_settings(policy or PolicyConfig(), budget, providers)
-        self.view = shared or SharedProjection()
-        self.shared = shared is not None
+        self.view = shared
 
     def on_start(self) -> None:
-        self.journal.tell(Subscribe(ref=self.actor_ref, shared=self.shared))
-
-    @handles(Restored)
-    def _restored(self, msg: Restored) -> None:
-        self.view.restore(msg.snapshot)
-
-    @handles(Committed)
-    def _committed(self, msg: Committed) -> None:
-        self.view.apply_all(msg.facts)
+        self.journal.tell(Subscribe(ref=self.actor_ref, shared=True))
 
     @handles(CaughtUp)
     def _caught_up(self, _: CaughtUp) -> None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from actors.base import Actor, handles
 from actors.planner import PlannerActor
-from actors.provider import ProviderActor
+from actors.provider import CallsFactory, ProviderActor
 from actors.pumps import Ticker
 from config.models import Config
 from lease.port import Lease
@@ -46,7 +47,7 @@ class Revocation:
     script or write, whichever thread runs first.
     """
 
-    __slots__ = ("_set", "_until", "_monotonic")
+    __slots__ = ("_monotonic", "_set", "_until")
 
     def __init__(self, valid_until: float, monotonic: Callable[[], float] = time.monotonic) -> None:
         # A flag, not an Event: nobody waits on it, and an Event costs a Condition per provider.
@@ -80,12 +81,12 @@ class LeaseActor(Actor):
         journal: Any,
         budget: Any,
         ticker: Ticker,
-        runner_factory: Callable[..., Any],
+        calls_factory: CallsFactory,
         home: Path,
+        shared: SharedProjection,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         start_role: Callable[[str, Lease, Revocation], Any] | None = None,
-        shared: SharedProjection | None = None,
     ) -> None:
         super().__init__()
         #: The journal's projection of every fact, for the planner and the owners to read.
@@ -97,7 +98,7 @@ class LeaseActor(Actor):
         self.journal = journal
         self.budget = budget
         self.ticker = ticker
-        self.runner_factory = runner_factory
+        self.calls_factory = calls_factory
         self.home = home
         self.clock = clock
         self.monotonic = monotonic
@@ -205,14 +206,14 @@ class LeaseActor(Actor):
     def _start_role(self, name: str, lease: Lease, revoked: Revocation) -> Any:
         if name == PLANNER:
             return PlannerActor.start(lease, revoked, self.journal, self.budget, self.actor_ref,
-                                      self.cfg.policy, clock=self.clock, caps=self.cfg.budget,
-                                      provider_configs=self.cfg.providers, shared=self.shared)
+                                      self.cfg.policy, self.shared, clock=self.clock, caps=self.cfg.budget,
+                                      provider_configs=self.cfg.providers)
         pcfg = self.cfg.provider(name.split(":", 1)[1])
         assert pcfg is not None, "config validation guarantees served providers exist"
         return ProviderActor.start(
             pcfg, lease, revoked, self.journal, self.actor_ref, self.controller, self.cfg.policy,
-            self.cfg.resources, self.home / "providers" / pcfg.name, self.runner_factory, clock=self.clock,
-            shared=self.shared, scan_after=SCAN_PACE * self.cfg.instance.serves.index(pcfg.name),
+            self.cfg.resources, self.home / "providers" / pcfg.name, self.calls_factory, self.shared,
+            clock=self.clock, scan_after=SCAN_PACE * self.cfg.instance.serves.index(pcfg.name),
         )
 
     def _drop(self, name: str, reason: str, release: bool = False) -> None:

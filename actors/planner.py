@@ -16,14 +16,12 @@ import time
 from typing import Any, Callable, Sequence
 
 from actors.base import Actor, handles
-from actors.journal import Restored
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from lease.port import Lease
 from messages.commands import (
     Append,
     Appended,
     CaughtUp,
-    Committed,
     DemandChanged,
     HostEvents,
     LeaseRevoked,
@@ -52,12 +50,12 @@ class PlannerActor(Actor):
         budget: Any,
         lease_actor: Any,
         policy: PolicyConfig,
+        shared: SharedProjection,
         clock: Callable[[], float] = time.time,
         caps: BudgetConfig | None = None,
         provider_configs: Sequence[ProviderConfig] = (),
-        shared: SharedProjection | None = None,
     ) -> None:
-        """``shared``: the journal's projection of every fact, read instead of keeping one here."""
+        """``shared``: the journal's projection of every fact, which rounds read."""
         super().__init__()
         self.lease = lease
         self.revoked = revoked
@@ -69,8 +67,7 @@ class PlannerActor(Actor):
         #: cannot take under a cap spills to the next; the budget review stays the last word.
         self.settings = plan_settings(policy, caps, provider_configs)
         self.clock = clock
-        self.view = shared or SharedProjection()
-        self.shared = shared is not None
+        self.view = shared
         self.demand: DemandSnapshot | None = None
         self.ready = False
         #: None when idle; "review", "write", or "retry" (the last write's outcome is unknown).
@@ -83,18 +80,10 @@ class PlannerActor(Actor):
         self.catalog: Catalog | None = None
 
     def on_start(self) -> None:
-        self.journal.tell(Subscribe(ref=self.actor_ref, shared=self.shared))
+        self.journal.tell(Subscribe(ref=self.actor_ref, shared=True))
 
     def on_stop(self) -> None:
         self.journal.tell(Unsubscribe(ref=self.actor_ref))
-
-    @handles(Restored)
-    def _restored(self, msg: Restored) -> None:
-        self.view.restore(msg.snapshot)
-
-    @handles(Committed)
-    def _committed(self, msg: Committed) -> None:
-        self.view.apply_all(msg.facts)
 
     @handles(CaughtUp)
     def _caught_up(self, _: CaughtUp) -> None:

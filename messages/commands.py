@@ -20,11 +20,12 @@ class Append(ActorMessage):
 
     facts: list[Fact]
     reply_to: Any = None
-    tag: str = ""
+    #: Echoed in the reply: what the writer needs to know which of its writes this was.
+    tag: Any = ""
 
 
 class Appended(ActorMessage):
-    tag: str = ""
+    tag: Any = ""
     accepted: list[str] = Field(default_factory=list)
     #: (fact id, lease, reason)
     refused: list[tuple[str, str, str]] = Field(default_factory=list)
@@ -70,11 +71,6 @@ class HostEvents(ActorMessage):
 
 class Tick(ActorMessage):
     now: float
-
-
-class ScriptDone(ActorMessage):
-    result: Any
-    tag: Any = None
 
 
 class Review(ActorMessage):

@@ -1,4 +1,4 @@
-"""State machines for requests, host instances and unit grants (DESIGN §11).
+"""State machines for requests, host instances and unit grants.
 
 Each machine is data: its states, its allowed transitions (one comment per
 edge, saying when it happens) and, beside the states, what a restarted or
@@ -223,6 +223,27 @@ GRANT = StateMachine(
     },
     terminal=frozenset({"returned"}),
 )
+
+
+# --- groups of states that decisions name --------------------------------------------
+# Declared here, beside the tables, so that what a state means to an owner is read in one place.
+
+#: Requests being worked on at the provider: their status is polled (their restart rule).
+POLLED = frozenset(s for s, rule in REQUEST.on_restart.items() if rule is OnRestart.POLL)
+#: Instances on their way up: their request's status says how they come along.
+COMING = frozenset({"requested", "provisioning"})
+#: Instances up or coming up but not in the cluster yet: each should join within join_timeout.
+AWAITING_JOIN = frozenset({"provisioning", "running"})
+#: Instances the provider must still hold for us: one its list no longer shows is lost.
+HELD = frozenset({"running", "joined", "idle", "busy"})
+#: Instances from which a return may be planned.
+RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planned" in dsts)
+#: Instances an owner gives back on its own, once what left them there has ended.
+LEFT_BEHIND = frozenset({"return_planned", "failed", "orphaned"})
+#: Grants whose units may be given back: lent to us, or held at the provider under no fact.
+GIVABLE = frozenset({"granted", "orphaned"})
+#: Grants whose units count in the resource's borrowed total (and cost).
+BORROWED = frozenset({"granted", "return_planned", "returning"})
 
 
 @dataclass(frozen=True, slots=True)

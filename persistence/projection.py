@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from messages.facts import (
     BudgetEvent,
@@ -113,6 +113,18 @@ class Part:
     requests: dict[str, None] = field(default_factory=dict)
 
 
+class Open(NamedTuple):
+    """What is still in motion at a provider, each in the order of the log."""
+
+    #: orders no request has taken up yet
+    orders: list[OrderRecord]
+    #: requests not in a terminal state
+    requests: list[RequestRecord]
+    #: instances and grants not in a terminal state
+    instances: list[InstanceRecord]
+    grants: list[GrantRecord]
+
+
 #: The part of a provider with nothing in motion: read, never written.
 _NO_PART = Part()
 
@@ -201,12 +213,11 @@ class Projection:
     def _parts(self, provider: str | None) -> list[Part]:
         return list(self.parts.values()) if provider is None else [self.part(provider)]
 
-    def open(self, provider: str | None = None) -> tuple[
-            list[OrderRecord], list[RequestRecord], list[InstanceRecord], list[GrantRecord]]:
+    def open(self, provider: str | None = None) -> "Open":
         """What is still in motion at ``provider`` (None: at every provider, one after another):
         untaken orders, open requests, live instances and grants, each in the order of the log."""
         parts = self._parts(provider)
-        return (
+        return Open(
             [self.orders[i] for part in parts for i in part.open_orders],
             [self.requests[i] for part in parts for i in part.open_requests],
             [self.instances[k] for part in parts for k in part.live_instances],

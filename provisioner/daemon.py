@@ -23,18 +23,21 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from actors.budget import BudgetActor
 from actors.journal import Feed, JournalActor
 from actors.lease import LeaseActor
+from actors.provider import CallsFactory
 from actors.pumps import Tailer, Ticker
-from config.models import Config
+from actors.script_calls import ScriptCalls
+from config.models import Config, ProviderConfig
 from messages.commands import Append, Appended
 from messages.facts import Fact
-from messages.scripts import ScriptResult
+from owner.calls import OnDone
 from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
 from persistence.shared import SharedProjection
@@ -61,7 +64,7 @@ class Daemon:
         home: Path,
         controller: Controller | None = None,
         clock: Callable[[], float] = time.time,
-        runner_factory: Callable[..., Any] | None = None,
+        calls_factory: CallsFactory | None = None,
         tick: float | None = None,
         on_commit: Callable[[list[Fact], float], None] | None = None,
         serve_api: bool = False,
@@ -72,7 +75,8 @@ class Daemon:
         self.clock = clock
         #: The threads every provider's scripts run on: a bounded number, however many providers.
         self.scripts = ScriptPool(cfg.instance.script_workers, name="script")
-        self.runner_factory = runner_factory or self._script_runner
+        #: How an owner reaches its provider: script runs, unless a caller (a test's fake provider) says otherwise.
+        self.calls_factory = calls_factory or self._script_calls
         self.on_commit = on_commit
         self.serve_api = serve_api
         self.snapshots = SnapshotStore.for_controller(home, cfg.controller.url)
@@ -92,7 +96,7 @@ class Daemon:
         self.tailer: Tailer | None = None
         self._stopped = threading.Event()
 
-    def start(self, stopping: threading.Event | None = None) -> "Daemon":
+    def start(self, stopping: threading.Event | None = None) -> Daemon:
         """Start every part; with ``stopping``, wait for an unreachable controller until it is set."""
         server = self._api_server() if self.serve_api else None
         if stopping is None:
@@ -108,11 +112,11 @@ class Daemon:
         shared = self.shared
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
                                           snapshot=snapshot, shared=shared)
-        self.budget = BudgetActor.start(self.journal, self.cfg.budget, clock=self.clock, policy=self.cfg.policy,
-                                        providers=self.cfg.providers, shared=shared)
+        self.budget = BudgetActor.start(self.journal, self.cfg.budget, shared, clock=self.clock, policy=self.cfg.policy,
+                                        providers=self.cfg.providers)
         self.leases = LeaseActor.start(
-            self.cfg, c, self.journal, self.budget, self.ticker, self._runner, self.home, clock=self.clock,
-            shared=shared,
+            self.cfg, c, self.journal, self.budget, self.ticker, self.calls_factory, self.home, shared,
+            clock=self.clock,
         )
         self.ticker.add(self.leases)
         self.ticker.add(self.budget)
@@ -149,19 +153,11 @@ class Daemon:
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
 
-    def _script_runner(self, provider: Any, work_dir: Path, on_result: Callable) -> ScriptRunner:
-        return ScriptRunner(provider, work_dir, on_result, pool=self.scripts)
-
-    def _runner(self, provider: Any, work_dir: Path, on_result: Callable[[ScriptResult, Any], None]) -> Any:
-        metrics = self.metrics
-
-        def observed(result: ScriptResult, tag: Any) -> None:
-            try:
-                metrics.script_done(result)
-            finally:
-                on_result(result, tag)
-
-        return self.runner_factory(provider, work_dir, observed)
+    def _script_calls(self, provider: ProviderConfig, work_dir: Path, on_done: OnDone,
+                      may_act: Callable[[], bool]) -> ScriptCalls:
+        """An owner's calls as script runs on the daemon's shared threads, each result seen by the metrics."""
+        return ScriptCalls(lambda on_result: ScriptRunner(provider, work_dir, on_result, pool=self.scripts),
+                           on_done, may_act, observe=self.metrics.script_done)
 
     def _committed(self, facts: list[Fact], seconds: float) -> None:
         """The journal's commit hook: metrics, the audit log, then the caller's hook; one failing spares the rest."""

@@ -220,7 +220,7 @@ class Cloud:
             return None
         if call.action == "return":
             done = now >= call.ready_at
-            machines = tuple(self._listed(self.machines[m], "succeed" if done else "executing")
+            machines = tuple(self.listed(self.machines[m], "succeed" if done else "executing")
                              for m in call.machines if m in self.machines)
             return CallStatus("complete" if done else "running", machines)
         if self.desc.kind == "units":
@@ -229,7 +229,7 @@ class Cloud:
             short = f"{call.shortfall} of {call.count} did not fit" if call.shortfall else ""
             return CallStatus("complete_with_error" if call.shortfall else "complete", granted=call.granted,
                               message=short)
-        listed = tuple(self._listed(self.machines[m], self.machines[m].result(now)) for m in call.machines)
+        listed = tuple(self.listed(self.machines[m], self.machines[m].result(now)) for m in call.machines)
         if any(m.result == "executing" for m in listed):
             return CallStatus("running", listed)
         bad = call.shortfall or any(m.result == "fail" for m in listed)
@@ -237,7 +237,7 @@ class Cloud:
                           message="insufficient capacity for this template" if call.shortfall else "")
 
     @staticmethod
-    def _listed(m: Machine, result: str) -> MachineStatus:
+    def listed(m: Machine, result: str) -> MachineStatus:
         return MachineStatus(m.machine_id, m.name, m.template, result, m.launched_at)
 
     def reclaim(self, machine_ids: list[str], now: float) -> list[str]:

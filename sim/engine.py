@@ -42,6 +42,7 @@ from messages.facts import (
     Payload,
     ProviderDescribed,
     RequestChanged,
+    RequestPlanned,
     ResourceTotalChanged,
     UsageObserved,
     make_fact,
@@ -135,7 +136,7 @@ class Engine:
         for sp in self.cfg.providers:
             self.write(sp.name, [ProviderDescribed(description=sp.description)])
             self.owners[sp.name].acquire()
-            self.owners[sp.name].totals()
+            self.owners[sp.name].publish_totals()
         for step in self.trace.steps:
             self.at(self.start + step.at, self._step, step)
         t = self.start
@@ -196,6 +197,8 @@ class Engine:
             self.checks[at] = self.facts
         if isinstance(p, Order):
             self.at(self.now, self.owners[fact.provider].take, fact.id)
+        elif isinstance(p, RequestPlanned):
+            self.at(self.now, self.owners[fact.provider].call, fact.id)
         elif isinstance(p, (InstanceSeen, InstanceChanged)):
             key = f"{fact.provider}/{p.machine_id}"
             if p.state == "running":
@@ -272,6 +275,11 @@ class Engine:
         """The provider took a host back: it vanishes from the cluster now; its owner learns at its next scan."""
         self.scheduler_leaves(key)
 
+    def license_in_use(self, resource: str) -> int:
+        """Units of ``resource`` the work holds now, as the license server would report them."""
+        res = self.p.resources.get(resource)
+        return self.scheduler.license_in_use(resource, res.total if res is not None else 0)
+
     def _join(self, key: str) -> None:
         inst = self.p.instances.get(key)
         if inst is None or inst.state not in ("running", "provisioning") or key in self.scheduler.hosts:
@@ -301,7 +309,7 @@ class Engine:
             in_use = self.scheduler.license_in_use(name, res.total)
             owner = self.owners.get(res.provider)
             if owner is not None:
-                self.at(self.grid(self.now, self.cfg.policy.poll_every), owner.observe_use, name, in_use)
+                self.at(self.grid(self.now, self.cfg.policy.poll_every), owner.observe_use)
                 idle = max(0, res.borrowed - max(0, in_use - res.base))
                 idle_cost += idle * self.clouds[res.provider].desc.price(name) / 3600.0
         self.metrics.units_idle(self.now, idle_cost)

@@ -17,8 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actors.script_calls import ScriptCalls
 from messages.demand import DemandSnapshot, HostItem
 from messages.scripts import ScriptResult
+from owner.calls import OnDone
 from persistence.controller import open_controller
 from persistence.port import Controller
 from providers.runner import ScriptRunner
@@ -36,13 +38,8 @@ class SpawnClock:
         self.spawned: queue.SimpleQueue[float] = queue.SimpleQueue()
         self.finished: queue.SimpleQueue[ScriptResult] = queue.SimpleQueue()
 
-    def runner(self, provider: Any, work_dir: Path, on_result: Callable[[ScriptResult, Any], None]) -> ScriptRunner:
+    def calls(self, provider: Any, work_dir: Path, on_done: OnDone, may_act: Callable[[], bool]) -> ScriptCalls:
         clock = self
-
-        def done(result: ScriptResult, tag: Any) -> None:
-            on_result(result, tag)
-            if result.action == "request":
-                clock.finished.put(result)
 
         class Timed(ScriptRunner):
             def _spawn(self, argv: list[str], env: dict[str, str]) -> Any:
@@ -51,7 +48,11 @@ class SpawnClock:
                     clock.spawned.put(time.perf_counter())
                 return started
 
-        return Timed(provider, work_dir, done)
+        def finished(result: ScriptResult) -> None:
+            if result.action == "request":
+                clock.finished.put(result)
+
+        return ScriptCalls(lambda on_result: Timed(provider, work_dir, on_result), on_done, may_act, observe=finished)
 
 
 def spawn_latencies(tmp: Path, rounds: int) -> list[float]:
@@ -60,7 +61,7 @@ def spawn_latencies(tmp: Path, rounds: int) -> list[float]:
     cfg = make_config(tmp, [sim_provider(tmp, "hosts", sim)], lease={"ttl": "10s", "renew_every": "3s"},
                       policy={"poll_every": "5s", "plan_every": "5s"})
     clock = SpawnClock()
-    daemon = Daemon(cfg, tmp / "home", runner_factory=clock.runner).start()
+    daemon = Daemon(cfg, tmp / "home", calls_factory=clock.calls).start()
     scheduler = open_controller(cfg.controller.url)
     pause = random.Random(6)
     try:

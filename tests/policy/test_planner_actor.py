@@ -9,11 +9,12 @@ import pytest
 from actors.planner import PlannerActor
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from lease.port import Lease
-from messages.commands import Append, CaughtUp, Committed, DemandChanged, Review, Reviewed
+from messages.commands import Append, CaughtUp, DemandChanged, Review, Reviewed
 from messages.demand import HostItem
 from messages.facts import Decision, LeaseChanged, ProviderDescribed, make_fact
-from tests.fakes import Inbox
 from tests.policy.factories import T0, demand, hosts
+from tests.support.facts import shared_of
+from tests.support.fakes import Inbox
 
 
 def _facts(*records):
@@ -32,11 +33,10 @@ def planner():
     def start(records, **kw):
         journal, budget = Inbox(), Inbox()
         lease = Lease(name="planner", holder="a", fence=1, expires_at=T0 + 60)
-        ref = PlannerActor.start(lease, threading.Event(), journal, budget, Inbox(), PolicyConfig(),
+        facts = _facts(*records)
+        ref = PlannerActor.start(lease, threading.Event(), journal, budget, Inbox(), PolicyConfig(), shared_of(facts),
                                  clock=lambda: T0, **kw)
         refs.append(ref)
-        facts = _facts(*records)
-        ref.tell(Committed(facts=facts))
         ref.tell(CaughtUp(seq=len(facts)))
         ref.tell(DemandChanged(demand=demand(HostItem(id="d", count=6), seq=1)))
         return ref, journal, budget

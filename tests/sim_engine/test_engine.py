@@ -162,16 +162,30 @@ def test_a_failover_leaves_the_provider_without_owner_for_the_lease_ttl_and_resu
     assert e.p.providers["a"].owner == "owner-2" and e.p.providers["a"].fence == 2
 
 
-def test_without_tokens_an_unanswered_request_fails_over_to_the_orphan_search_and_is_returned():
+def test_without_tokens_an_unanswered_request_is_failed_after_a_failover_and_never_repeated():
+    """As in the daemon: an LSF-style provider cannot be asked about a token, so what the lost call made
+    stays unknown (the documented limit of that contract), and the need is ordered anew."""
     cfg = config(hosts("lsf", behaviour={"tokens": False, "call_time": 20, "lead_time": 30}),
                  lease={"ttl": "10s"}, policy={"request_timeout": "5m"})
     report, e = simulate(cfg, trace({"time": 0, "items": [batch(2)]}, {"time": 5, "failover": ["lsf"]},
                                     {"time": 2 * HOUR}))
     first = min(e.p.requests.values(), key=lambda r: r.created_at)
     assert first.state == "failed" and first.reason.startswith("unknown outcome after restart")
-    orphans = [i for i in e.p.instances.values() if i.history.changes[0].state == "orphaned"]
-    assert len(orphans) == 2 and all(i.state == "returned" for i in orphans)
-    assert report["counts"]["orphans found"] == 2
+    made = e.clouds["lsf"].machines_of(first.id)
+    assert len(made) == 2, "its call did reach the provider"
+    assert not any(f"lsf/{m.machine_id}" in e.p.instances for m in made)
+    assert sum(1 for i in e.p.instances.values() if i.state == "busy") == 2
+    assert report["counts"].get("orphans found", 0) == 0
+
+
+def test_with_tokens_an_unanswered_request_is_repeated_after_a_failover_and_makes_nothing_twice():
+    cfg = config(hosts("v2", behaviour={"tokens": True, "call_time": 20, "lead_time": 30}),
+                 lease={"ttl": "10s"}, policy={"request_timeout": "5m"})
+    _, e = simulate(cfg, trace({"time": 0, "items": [batch(2)]}, {"time": 5, "failover": ["v2"]},
+                               {"time": 2 * HOUR}))
+    first = min(e.p.requests.values(), key=lambda r: r.created_at)
+    assert first.state == "complete" and len(e.clouds["v2"].machines) == 2
+    assert all(f"v2/{m}" in e.p.instances for m in e.clouds["v2"].machines)
     assert sum(1 for i in e.p.instances.values() if i.state == "busy") == 2
 
 

@@ -6,10 +6,11 @@ import pytest
 
 from actors.budget import BudgetActor
 from config.models import BudgetConfig
-from messages.commands import Committed, Review, Reviewed
+from messages.commands import Review, Reviewed
 from messages.description import ProviderDescription, Template
 from messages.facts import InstanceSeen, Order, ProviderDescribed, RequestPlanned, make_fact
-from tests.fakes import Inbox
+from tests.support.facts import shared_of
+from tests.support.fakes import Inbox
 
 
 def _facts():
@@ -28,9 +29,8 @@ def review():
 
     def run(budget: BudgetConfig, orders):
         journal = Inbox()
-        ref = BudgetActor.start(journal, budget)
+        ref = BudgetActor.start(journal, budget, shared_of(_facts()))
         refs.append(ref)
-        ref.tell(Committed(facts=_facts()))
         reply = Inbox()
         ref.tell(Review(orders=orders, reply_to=reply))
         return reply.get(Reviewed)
@@ -81,9 +81,8 @@ def test_spend_this_period_stops_new_orders_once_reached():
     budget = BudgetConfig.model_validate({"max_spend": {"amount": 5.0, "per": "month"}})
     for hours, expected in ((2.0, [10]), (3.0, [])):  # 4.0 spent, then 6.0
         journal, reply = Inbox(), Inbox()
-        ref = BudgetActor.start(journal, budget, clock=lambda h=hours: t0 + h * 3600)
+        ref = BudgetActor.start(journal, budget, shared_of(facts), clock=lambda h=hours: t0 + h * 3600)
         try:
-            ref.tell(Committed(facts=facts))
             ref.tell(Review(orders=[("p", ORDER)], reply_to=reply))
             out = reply.get(Reviewed)
         finally:

@@ -7,7 +7,7 @@ from messages.commands import CaughtUp, Committed, DemandChanged, Subscribe
 from messages.demand import DemandSnapshot, UnitItem
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
-from tests.fakes import Inbox
+from tests.support.fakes import Inbox
 
 
 def test_a_joining_subscriber_has_the_demand_before_it_is_told_it_caught_up(tmp_path):

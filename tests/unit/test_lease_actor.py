@@ -11,6 +11,7 @@ from actors.lease import LeaseActor, Revocation
 from config.models import Config
 from lease.port import Lease
 from messages.commands import Tick
+from persistence.shared import SharedProjection
 from persistence.sqlite import SqliteController
 
 ROLES = {"planner", "provider:hosts", "provider:units"}
@@ -76,7 +77,7 @@ def lease_actor(world, holder: str) -> tuple[LeaseActor, list[Role]]:
         return started[-1]
 
     ticker = Recorder()
-    actor = LeaseActor(cfg, controller, Recorder(), None, ticker, None, Path("/nonexistent"),
+    actor = LeaseActor(cfg, controller, Recorder(), None, ticker, None, Path("/nonexistent"), SharedProjection(),
                        clock=clock, monotonic=clock, start_role=start_role)
     return actor, started
 

@@ -75,15 +75,15 @@ def test_indexes_follow_what_is_still_in_motion():
     for i, (prov, payload, fid) in enumerate(rows):
         p.apply(make_fact(payload, provider=prov, now=float(i), fact_id=fid).model_copy(update={"seq": i + 1}))
         if i == 0:
-            assert [o.id for o in p.open()[0]] == ["o1"]
+            assert [o.id for o in p.open().orders] == ["o1"]
         if i == 1:
-            assert p.open()[0] == [] and [r.id for r in p.open()[1]] == ["o1.1"]
+            assert p.open().orders == [] and [r.id for r in p.open().requests] == ["o1.1"]
     orders, requests, instances, grants = p.open()
     assert orders == [] and requests == [] and [i.key for i in instances] == ["a/m"] and grants == []
     assert [i.key for i in p.instances_in("running")] == ["a/m"] and p.instances_in("provisioning") == []
     p.apply(make_fact(InstanceChanged(kind="instance_lost", machine_id="m", state="lost"), provider="a",
                       now=9).model_copy(update={"seq": 9}))
-    assert p.open()[2] == [] and p.instances_in("running") == [] and p.instances["a/m"].state == "lost"
+    assert p.open().instances == [] and p.instances_in("running") == [] and p.instances["a/m"].state == "lost"
 
 
 def test_a_return_planned_again_points_the_host_at_the_new_return_request():

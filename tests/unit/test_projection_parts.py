@@ -45,7 +45,7 @@ def test_each_provider_reads_only_its_own_part():
     assert [i.key for i in instances] == ["a/m1", "a/m2"] and grants == []
     assert [i.key for i in p.instances_in("joined", "running", provider="a")] == ["a/m1", "a/m2"]
     assert [i.key for i in p.instances_in("running", provider="b")] == ["b/m1"]
-    assert p.open("b")[1] == [], "b's request completed"
+    assert p.open("b").requests == [], "b's request completed"
     assert [r.id for r in p.requests_by("b")] == ["b-r1"], "ended requests stay listed for LSF-style scans"
     assert p.live_by_name("b").keys() == {"h1"} and p.live_by_name("b")["h1"].key == "b/m1", \
         "b/m2 (h2) was lost: only live instances are found by name"

@@ -8,7 +8,7 @@ from messages.commands import Append, CaughtUp, Committed, Subscribe
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
 from persistence.shared import SharedProjection
-from tests.fakes import Inbox
+from tests.support.fakes import Inbox
 
 
 def _facts(first: int, last: int) -> list:

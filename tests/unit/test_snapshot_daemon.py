@@ -18,7 +18,7 @@ from persistence.snapshot import SnapshotStore
 from provisioner.daemon import Daemon
 from provisioner.readmodel import ReadModel
 from provisioner.snapshotter import Snapshotter
-from tests.fakes import Inbox
+from tests.support.fakes import Inbox
 from tests.unit.snapshot_log import varied_log
 from tests.unit.test_snapshot import state
 

@@ -1,10 +1,4 @@
-"""The facts a status answer adds, as every owner writes them.
-
-The live owner (``actors/provider.py``) reads them from the status script's
-output; the simulated one (``sim/owner.py``) from its simulated provider.
-Both hand the answer for one request here, so a poll moves the same records
-the same way in the daemon and in the simulator.
-"""
+"""The facts a status answer adds: for one request, its machines or grant, then the request itself."""
 
 from __future__ import annotations
 
@@ -12,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, Payload, RequestChanged
-from messages.grant_returns import given_back
 from messages.records import GrantRecord, InstanceRecord, RequestRecord
 from messages.states import INSTANCE, REQUEST
+from owner.returns import given_back
 
 #: A machine's result in a status answer, as an instance state.
 RESULT_STATE = {"executing": "provisioning", "succeed": "running", "fail": "failed"}

@@ -1,0 +1,49 @@
+"""The cluster's side of an owner's hosts: host events from the scheduler, and hosts that never join."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from messages.facts import InstanceChanged, Payload
+from messages.records import InstanceRecord
+from messages.states import AWAITING_JOIN, INSTANCE
+from owner.effects import NOTHING, Effects, Notes, write
+from owner.settings import OwnerSettings
+from persistence.projection import Projection
+
+#: (the host's record, the event, the event's seq in the controller: None when it has none)
+HostEvent = tuple[InstanceRecord, str, "int | None"]
+
+
+def host_events(s: OwnerSettings, events: Iterable[HostEvent]) -> Effects:
+    """Each event moves its host along the instance machine, where the table allows.
+
+    A host seen ``provisioning`` that is reported idle or busy joined before a
+    status poll saw it running: it goes through ``joined``. An event that the
+    table does not allow from where the host is (a late ``busy`` for a host
+    being returned) changes nothing.
+    """
+    expected: dict[str, str] = {}
+    payloads: list[Payload] = []
+    for inst, event, seq in events:
+        state = expected.get(inst.machine_id, inst.state)
+        steps = ["joined", event] if state == "provisioning" and event in ("idle", "busy") else [event]
+        for step in steps:
+            if step == state or not INSTANCE.allowed(state, step):
+                continue
+            payloads.append(InstanceChanged(kind=f"instance_{step}", machine_id=inst.machine_id, state=step,
+                                            reason=f"host event {event}", event_seq=seq))
+            state = step
+        expected[inst.machine_id] = state
+    return write(Notes("host-events"), payloads)
+
+
+def watch_joins(p: Projection, s: OwnerSettings, now: float, busy: Collection[object] = ()) -> Effects:
+    """A host that never joins within join_timeout is an orphan: paid for, serving no one."""
+    if Notes("join-timeouts") in busy:
+        return NOTHING
+    payloads: list[Payload] = [
+        InstanceChanged(kind="instance_orphan_found", machine_id=inst.machine_id, state="orphaned",
+                        reason=f"never joined within join_timeout {s.policy.join_timeout:.0f}s")
+        for inst in p.instances_in(*AWAITING_JOIN, provider=s.name) if now - inst.seen_at > s.policy.join_timeout]
+    return write(Notes("join-timeouts"), payloads)

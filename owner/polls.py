@@ -1,0 +1,45 @@
+"""Status polls: what is asked of the provider about requests under way, and what its answer records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from messages.facts import Payload
+from messages.scripts import ScriptResult, StatusReport
+from messages.states import COMING, POLLED
+from owner.calls import Call, Poll
+from owner.effects import NOTHING, Effects, Notes, note, write
+from owner.settings import OwnerSettings
+from owner.status import status_facts
+from persistence.projection import Projection
+
+
+def poll(p: Projection, s: OwnerSettings) -> Effects:
+    """One ``status`` call about every request the provider works on, and every machine still coming.
+
+    A request that finished may still have machines on their way up: they are followed through it.
+    """
+    ids: dict[str, str] = {}
+    for req in p.open(s.name).requests:
+        if req.provider_request_id and req.state in POLLED:
+            ids[req.provider_request_id] = req.id
+    for inst in p.instances_in(*COMING, provider=s.name):
+        req = p.requests.get(inst.request_id)
+        if req is not None and req.provider_request_id:
+            ids[req.provider_request_id] = req.id
+    if not ids:
+        return NOTHING
+    return Effects(calls=(Call(Poll(ids), "status", {"requests": [{"requestId": pid} for pid in ids]}),))
+
+
+def polled(p: Projection, s: OwnerSettings, ids: Mapping[str, str], result: ScriptResult) -> Effects:
+    """What each request's status says, as facts (``owner.status``)."""
+    if not result.ok or not isinstance(result.output, StatusReport):
+        return note("warning", f"provider {s.name}: status failed: {result.reason}")
+    payloads: list[Payload] = []
+    for st in result.output.requests:
+        req = p.requests.get(ids.get(st.request_id, ""))
+        if req is None:
+            continue
+        payloads += status_facts(s.name, p.instances, p.grants, req, st.status, st.message, st.machines, st.granted)
+    return write(Notes("status"), payloads)

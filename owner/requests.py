@@ -1,0 +1,202 @@
+"""Orders become intents, intents become calls, call answers become facts; requests that go nowhere end.
+
+A request is used in both directions: getting supply (``action: request``)
+and giving it back (``action: return``). Its intent is written before its
+call, and its call carries the intent's id as token, so a repeat after a
+crash, a timeout or a failover is the same call to the provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from messages.facts import GrantChanged, InstanceChanged, Payload, RequestChanged, RequestPlanned
+from messages.records import OrderRecord, RequestRecord
+from messages.scripts import Accepted, ScriptResult
+from messages.states import GIVABLE, LEFT_BEHIND, REQUEST, RETURNABLE, OnRestart
+from owner.calls import Call, Carry
+from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPlanned, note, write
+from owner.returns import return_intent, return_lost
+from owner.settings import OwnerSettings
+from persistence.projection import Projection
+from policy.reclaim import portions
+from policy.retry import backoff, retryable, try_again
+from policy.returns import returns_due
+
+#: Why an inherited request of a provider that takes no token is not repeated.
+NO_TOKEN = ("unknown outcome after restart: LSF-style scripts take no idempotency token, so the request is "
+            "not repeated; the orphan search finds what it made")
+
+
+def take_order(p: Projection, s: OwnerSettings, order: OrderRecord, now: float, busy: Collection[object]) -> Effects:
+    """An order no request has taken up yet becomes its intent.
+
+    A request order is refused while the provider is not active (paused,
+    drained, disabled) and once it is older than request_timeout: the planner
+    has stopped counting it and ordered elsewhere. A return gives back what of
+    it is still ours to give.
+    """
+    if OrderTaken(order.id) in busy:
+        return NOTHING
+    reqs = p.requests_of(order.id)
+    if reqs:
+        return NOTHING  # taken up already; a failed return is planned again by ``replan_returns``
+    o = order.order
+    if o.action == "request":
+        if p.provider(s.name).status != "active" or now - order.at > s.policy.request_timeout:
+            return NOTHING
+        intent = RequestPlanned(action="request", supply=o.supply, order_id=order.id, item_id=o.item_id,
+                                template=o.template, resource=o.resource, count=o.count)
+        return write(OrderTaken(order.id), [intent], (f"{order.id}.1",))
+    if o.supply == "hosts":
+        machines = [m for m in o.machines if (inst := p.instances.get(f"{s.name}/{m}")) is not None
+                    and inst.state in RETURNABLE and (inst.state != "busy" or o.reason.startswith("operator"))]
+        return plan_return(p, s, machines, {}, o.reason, busy, order_id=order.id)
+    held = {g: gr.count for g in o.grants if (gr := p.grants.get(g)) is not None and gr.state in GIVABLE}
+    return plan_return(p, s, [], portions(held, o.count, held), o.reason, busy, order_id=order.id)
+
+
+def plan_return(p: Projection, s: OwnerSettings, machines: list[str], grants: Mapping[str, int], reason: str,
+                busy: Collection[object], order_id: str = "") -> Effects:
+    """A return's intent with its instances or grants moved to ``return_planned``, in one batch.
+
+    ``grants`` maps each grant to the units it gives back: all it holds, or part of it.
+    """
+    if not machines and not grants:
+        return NOTHING
+    slot = OrderTaken(order_id) if order_id else ReturnPlanned(tuple(sorted([*machines, *grants])))
+    if slot in busy:
+        return NOTHING
+    request_id = f"{order_id}.{len(p.requests_of(order_id)) + 1}" if order_id else s.new_id("return")
+    payloads = return_intent(p.grants, machines, grants, request_id, order_id, reason)
+    return write(slot, payloads, (request_id,) + (None,) * (len(payloads) - 1))
+
+
+def replan_returns(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) -> Effects:
+    """Give back again what a failed return left behind, machines that failed to start, and orphans."""
+    machines, grants = returns_due(
+        p.instances_in(*LEFT_BEHIND, provider=s.name), p.open(s.name).grants, p.requests, now,
+        s.policy.cooldown / 4, s.policy.orphans == "return")
+    fx = NOTHING
+    for reason, ids in sorted(machines.items()):
+        fx += plan_return(p, s, ids, {}, reason, busy)
+    for (_, reason), parts in sorted(grants.items()):
+        fx += plan_return(p, s, [], parts, reason, busy)
+    return fx
+
+
+def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, busy: Collection[object],
+              inherited: bool) -> Effects:
+    """A committed intent becomes its call, once any backoff since its last failed attempt has passed.
+
+    ``inherited``: the intent was in the log before this owner took the lease,
+    so its call may or may not have happened. The restart rule of its state
+    says what to do: repeat it with the same token, or, where the provider
+    takes no token, fail it and leave what it made to the orphan search.
+    """
+    if Carry(req.id).slot in busy or RequestSettled(req.id) in busy:
+        return NOTHING
+    rule = REQUEST.on_restart[req.state]
+    if inherited and rule is OnRestart.REPEAT_OR_FAIL and not s.takes_token and req.action == "request" \
+            and req.attempts == 0:
+        return fail(p, s, req, "failed", NO_TOKEN, None)
+    if rule not in (OnRestart.REPEAT, OnRestart.REPEAT_OR_FAIL):
+        return NOTHING
+    if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, s.policy.backoff_max):
+        return NOTHING
+    doc: dict[str, Any]
+    if req.action == "request":
+        doc = {"token": req.id, "count": req.count, "tags": {**s.tags, "provisioner-request": req.id}}
+        doc["template" if req.supply == "hosts" else "resource"] = req.template or req.resource
+    elif req.supply == "hosts":
+        doc = {"token": req.id, "machines": [
+            {"name": p.instances[f"{s.name}/{m}"].name, "machineId": m}
+            for m in req.machines if f"{s.name}/{m}" in p.instances
+        ]}
+    else:
+        doc = {"token": req.id, "resource": req.resource, "count": req.count,
+               "grants": [_grant_ref(p, g) for g in req.grants]}
+    return Effects(calls=(Call(Carry(req.id), "request" if req.action == "request" else "return", doc, req.id),))
+
+
+def _grant_ref(p: Projection, grant_id: str) -> str | dict[str, Any]:
+    """A grant as a units return names it: its token, with the count when only part goes back."""
+    grant = p.grants.get(grant_id)
+    if grant is not None and grant.partial_return:
+        return {"token": grant_id, "count": grant.returning}
+    return grant_id
+
+
+def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResult) -> Effects:
+    """The answer of a request's call: submitted, another attempt with the same token, or failed."""
+    req = p.requests.get(request_id)
+    if req is None or req.state != "planned":
+        return NOTHING
+    if result.ok and isinstance(result.output, Accepted):
+        payloads: list[Payload] = [RequestChanged(kind="request_submitted", request_id=req.id, state="submitted",
+                                                  provider_request_id=result.output.provider_request_id)]
+        if req.action == "return" and req.supply == "hosts":
+            payloads += [InstanceChanged(kind="instance_returning", machine_id=m, state="returning",
+                                         request_id=req.id)
+                         for m in req.machines if (i := p.instances.get(f"{s.name}/{m}")) is not None
+                         and i.state == "return_planned"]
+        elif req.action == "return":
+            payloads += [GrantChanged(kind="grant_returning", grant_id=g, resource=p.grants[g].resource,
+                                      state="returning", request_id=req.id, count=p.grants[g].returning)
+                         for g in req.grants if g in p.grants and p.grants[g].state == "return_planned"]
+        return write(RequestSettled(req.id), payloads)
+    if try_again(result.outcome, s.takes_token, req.action, req.attempts):
+        # Same state, one more attempt: the next try repeats the same token after a backoff.
+        return write(RequestSettled(req.id), [RequestChanged(kind="request_status", request_id=req.id,
+                                                             state="planned", reason=result.reason,
+                                                             outcome=result.outcome)])
+    reason = result.reason
+    if result.outcome == "timeout" and not retryable(result.outcome, s.takes_token, req.action):
+        reason += " (unknown outcome: LSF-style scripts take no token, so it is not repeated; " \
+                  "the orphan search finds what it made)"
+    return fail(p, s, req, "failed", reason, result.outcome)
+
+
+def expire(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) -> Effects:
+    """Requests not done within request_timeout end ``timed_out`` (never while their call still runs)."""
+    fx = NOTHING
+    for req in p.open(s.name).requests:
+        if RequestSettled(req.id) in busy or Carry(req.id).slot in busy:
+            continue
+        if now - req.created_at > s.policy.request_timeout:
+            fx += fail(p, s, req, "timed_out", f"not done within request_timeout {s.policy.request_timeout:.0f}s",
+                       None)
+    return fx
+
+
+def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason: str,
+         outcome: str | None) -> Effects:
+    """A request ends ``failed`` or ``timed_out``, with what it leaves behind.
+
+    A units request that timed out may have been granted after all: its grant
+    is an orphan until the provider says otherwise. A return that never
+    completed leaves its hosts and grants orphaned (a partial return's grant
+    stays granted).
+    """
+    kind = "request_failed" if state == "failed" else "request_timed_out"
+    payloads: list[Payload] = [RequestChanged(kind=kind, request_id=req.id, state=state, reason=reason,
+                                              outcome=outcome)]
+    lost_track = state == "timed_out"
+    if req.action == "request" and req.supply == "units" and req.id in p.grants:
+        g = p.grants[req.id]
+        if g.state == "requested":
+            payloads.append(GrantChanged(
+                kind="grant_orphan_found" if lost_track else "grant_failed", grant_id=g.id, resource=g.resource,
+                state="orphaned" if lost_track else "failed", request_id=req.id, reason=reason))
+    elif req.action == "return" and lost_track:
+        why = f"its return {req.id} never completed"
+        payloads += [InstanceChanged(kind="instance_orphan_found", machine_id=m, state="orphaned",
+                                     request_id=req.id, reason=why)
+                     for m in req.machines if (i := p.instances.get(f"{s.name}/{m}")) is not None
+                     and i.return_request_id == req.id and i.state in ("return_planned", "returning")]
+        payloads += [return_lost(p.grants[g], req.id, why)
+                     for g in req.grants if g in p.grants and p.grants[g].return_request_id == req.id
+                     and p.grants[g].state in ("return_planned", "returning")]
+    return write(RequestSettled(req.id), payloads) + note(
+        "warning", f"provider {s.name}: request {req.id} {state}: {reason}")

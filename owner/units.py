@@ -1,0 +1,51 @@
+"""An owner's units: use at the source, and the totals a scheduler reads."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from messages.facts import ResourceTotalChanged, UsageObserved
+from messages.scripts import ScriptResult, Usage
+from messages.states import BORROWED
+from owner.calls import Call, ReadUsage
+from owner.effects import NOTHING, Effects, TotalPublished, UsageSeen, note, write
+from owner.settings import OwnerSettings
+from persistence.projection import Projection
+
+
+def read_usage(s: OwnerSettings, busy: Collection[object]) -> Effects:
+    """A ``usage`` call per resource the provider lends, unless one is under way."""
+    return Effects(calls=tuple(Call(ReadUsage(r.name), "usage", {"resource": r.name}) for r in s.resources
+                               if ReadUsage(r.name).slot not in busy))
+
+
+def used(p: Projection, s: OwnerSettings, resource: str, result: ScriptResult) -> Effects:
+    """Use at the source, recorded when it changed."""
+    if not result.ok or not isinstance(result.output, Usage):
+        if result.outcome != "ok":
+            return note("warning", f"provider {s.name}: usage failed: {result.reason}")
+        return NOTHING
+    rec = p.resources.get(resource)
+    if rec is not None and rec.in_use == result.output.in_use:
+        return NOTHING
+    return write(UsageSeen(resource), [UsageObserved(resource=resource, in_use=result.output.in_use,
+                                                     total=result.output.total)])
+
+
+def totals(p: Projection, s: OwnerSettings, busy: Collection[object]) -> Effects:
+    """Each elastic resource's total (base + borrowed), written when its borrowed part or base changed."""
+    fx = NOTHING
+    grants = p.open(s.name).grants
+    for res in s.resources:
+        borrowed = sum(g.count for g in grants if g.resource == res.name and g.state in BORROWED)
+        rec = p.resources.get(res.name)
+        if rec is not None and rec.borrowed == borrowed and rec.base == res.base:
+            continue
+        if rec is None and borrowed == 0 and res.base == 0:
+            continue
+        slot = TotalPublished(res.name, res.base, borrowed)
+        if slot in busy:
+            continue
+        fx += write(slot, [ResourceTotalChanged(resource=res.name, base=res.base, borrowed=borrowed,
+                                                total=res.base + borrowed)])
+    return fx

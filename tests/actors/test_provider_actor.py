@@ -1,0 +1,84 @@
+"""The live owner through its messages: a real journal on SQLite, a scripted provider behind its port."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from actors.base import Ping
+from actors.journal import JournalActor
+from actors.lease import Revocation
+from actors.provider import SCAN_EVERY_POLLS, ProviderActor
+from config.models import PolicyConfig, ProviderConfig
+from messages.commands import Append, Tick
+from messages.facts import Order, make_fact
+from messages.scripts import ScriptResult
+from persistence.controller import open_controller
+from persistence.shared import SharedProjection
+from tests.support.fakes import Inbox, ScriptedCalls
+
+T0 = 1_000_000.0
+CFG = ProviderConfig.model_validate({"name": "p", "kind": "hosts", "script": {"style": "v2", "path": "x"}})
+
+
+@contextmanager
+def owner(tmp_path, now: list[float], scan_after: float = 0.0, policy: PolicyConfig | None = None):
+    controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: now[0])
+    shared = SharedProjection()
+    journal = JournalActor.start(controller, shared=shared)
+    lease = controller.leases.acquire("provider:p", "a", 3600)
+    calls = ScriptedCalls()
+    ref = ProviderActor.start(CFG, lease, Revocation(float("inf")), journal, Inbox(), controller,
+                              policy or PolicyConfig(), [], tmp_path, calls.factory, shared,
+                              clock=lambda: now[0], scan_after=scan_after)
+    try:
+        yield ref, journal, calls, shared
+    finally:
+        ref.stop()
+        journal.stop()
+        controller.close()
+
+
+def test_a_run_not_started_is_forgotten_and_tried_again_not_taken_for_a_broken_provider(tmp_path):
+    """A mandate that lapsed for a moment (a long pause) and was renewed: the owner goes on as before."""
+    now = [T0]
+    with owner(tmp_path, now) as (ref, journal, calls, shared):
+        journal.tell(Append(facts=[make_fact(Order(action="request", supply="hosts", template="t", count=1),
+                                             provider="p", fact_id="o", now=T0)]))
+        first = calls.next("request")
+        assert first.token == "o.1"
+        calls.answer(first, ScriptResult(provider="p", action="request", outcome="not_started",
+                                         reason="p request: not started: the provider's lease is no longer held"))
+        ref.ask(Ping())
+        journal.ask(Ping())
+        with shared.reading() as p:
+            assert p.requests["o.1"].attempts == 0 and p.providers["p"].status == "active"
+        now[0] += 1
+        ref.tell(Tick(now=now[0]))
+        assert calls.next("request").token == "o.1", "the next reconcile runs it again"
+
+
+def test_a_paced_owner_scans_its_provider_first_after_its_delay_and_never_later_than_a_period(tmp_path):
+    period = PolicyConfig().poll_every * SCAN_EVERY_POLLS
+
+    def first_scan(scan_after: float, where) -> float:
+        now = [T0]
+        with owner(where, now, scan_after=scan_after) as (ref, _, calls, _shared):
+            # Caught up: its first reconcile describes the provider (and, unpaced, lists it too).
+            first = [calls.next("describe")] + _drain(calls)
+            while not any(c.action == "list" for c in first):
+                now[0] += 1.0
+                ref.tell(Tick(now=now[0]))
+                ref.ask(Ping())
+                first = _drain(calls)
+            return now[0] - T0
+
+    assert first_scan(0.0, tmp_path / "a") == 0.0, "unpaced: at once"
+    assert first_scan(30.0, tmp_path / "b") == 30.0
+    assert first_scan(10 * period, tmp_path / "c") == period
+
+
+def _drain(calls: ScriptedCalls) -> list:
+    out = []
+    while not calls.submitted.empty():
+        out.append(calls.submitted.get_nowait())
+    return out

@@ -1,0 +1,43 @@
+"""Projections built from facts, and owner effects applied as the journal would commit them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from messages.facts import Payload, make_fact
+from owner.effects import Effects
+from persistence.projection import Projection
+from persistence.shared import SharedProjection
+
+T0 = 1_000_000.0
+
+
+def projection(provider: str, facts: Sequence[tuple[str | None, Payload]], t0: float = T0) -> Projection:
+    """A projection of ``facts`` (id or None, payload), written by ``provider`` one second apart from ``t0``."""
+    p = Projection()
+    p.apply_all(make_fact(payload, provider=provider, now=t0 + i, fact_id=fid).model_copy(update={"seq": i + 1})
+                for i, (fid, payload) in enumerate(facts))
+    return p
+
+
+def commit(p: Projection, provider: str, fx: Effects, now: float) -> list[Payload]:
+    """Apply an owner's writes in order, as committed facts (with ids where the owner named them)."""
+    out: list[Payload] = []
+    for w in fx.writes:
+        for i, payload in enumerate(w.payloads):
+            fid = w.ids[i] if i < len(w.ids) else None
+            fact = make_fact(payload, provider=provider, now=now, fact_id=fid).model_copy(update={"seq": p.seq + 1})
+            assert p.apply(fact), f"the projection refused {payload.kind}: {list(p.anomalies)[-1:]}"
+            out.append(payload)
+    return out
+
+
+def kinds(payloads: Iterable[Payload]) -> list[str]:
+    return [p.kind for p in payloads]
+
+
+def shared_of(facts: Sequence) -> SharedProjection:
+    """The daemon's shared projection, holding ``facts`` (committed facts, with their seq)."""
+    shared = SharedProjection()
+    shared.apply_all(list(facts))
+    return shared
