@@ -63,7 +63,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from messages.facts import Load
+from messages.facts import Load, Order
 from policy.catalog import Offer
 from policy.granularity import size
 
@@ -172,6 +172,29 @@ class Packing:
 
     def placed(self, item: str) -> int:
         return sum(p.bundles.get(item, 0) for p in self.orders)
+
+
+def drop_hosts(order: Order, count: int) -> tuple[Order, dict[str, int]]:
+    """A packed order cut to ``count`` hosts, and the bundles (per item) that lost their host.
+
+    Whole hosts go, never part of one: first those that carry nothing (from
+    rounding up to granularity), then the least loaded, last in ``loads``.
+    """
+    empty = order.count - sum(ld.hosts for ld in order.loads or ())
+    cut = max(0, order.count - count - max(0, empty))
+    loads = [ld.model_copy() for ld in order.loads or ()]
+    dropped: dict[str, int] = {}
+    while cut > 0 and loads:
+        last = loads[-1]
+        k = min(cut, last.hosts)
+        for item, n in last.bundles.items():
+            dropped[item] = dropped.get(item, 0) + n * k
+        cut -= k
+        if k == last.hosts:
+            loads.pop()
+        else:
+            loads[-1] = last.model_copy(update={"hosts": last.hosts - k})
+    return order.model_copy(update={"count": count, "loads": loads}), dropped
 
 
 # --- the shapes, the templates, and the hosts bought ------------------------------------------
