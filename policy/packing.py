@@ -71,6 +71,8 @@ from policy.granularity import size
 EPS = 1e-9
 #: What a free template costs in the arithmetic (value per cost must stay finite).
 FREE = 1e-9
+#: Templates named in the reason bundles were left unplaced (best ranked first); the rest are counted.
+WHY = 3
 
 
 @dataclass(frozen=True)
@@ -626,14 +628,13 @@ class _Packer:
         if not c.fit:
             needs = ", ".join(f"{r} {_amount(d)}" for r, d in zip(self.dims, c.need) if d > 0)
             return f"too small: no template it selects holds one bundle ({needs})"
-        best = min(c.fit, key=lambda i: self.templates[i].offer.rank)
-        offer = self.templates[best].offer
-        why = self.full.get(best)
-        if why is None:
-            reasons = [self.full[i] for i in sorted(c.fit, key=lambda i: self.templates[i].offer.rank)
-                       if i in self.full]
-            return f"no room: {reasons[0]}" if reasons else "no room left on the templates that hold it"
-        return f"no room: {offer.provider} {offer.key}: {why}"
+        full = [i for i in sorted(c.fit, key=lambda i: self.templates[i].offer.rank) if i in self.full]
+        if not full:
+            return "no room left on the templates that hold it"
+        said = [f"{self.templates[i].offer.provider} {self.templates[i].offer.key}: {self.full[i]}"
+                for i in full[:WHY]]
+        more = f"; {len(full) - WHY} more" if len(full) > WHY else ""
+        return "no room: " + "; ".join(said) + more
 
     def _rejections(self, out: Packing) -> None:
         carried: dict[str, set[str]] = {}
