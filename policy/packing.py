@@ -34,7 +34,9 @@ at least cost:
    bundles, a chunk at a time, always with the shape of most value per share
    of the host's *remaining* capacity in the dimension it uses most of, so
    a host short of memory takes CPU-heavy shapes next: hosts end up full in
-   every dimension they have rather than in one;
+   every dimension they have rather than in one. A second pattern starts
+   with as many as fit of the shape worth most on the host alone (so a
+   scarce dimension, a GPU, is not stranded by the mix), and the better wins;
 3. the pattern of best value per cost over all templates is bought as many
    times as the remaining bundles repeat it (one choice buys a whole batch
    of identical hosts), and the search repeats. A template's last score is
@@ -380,7 +382,7 @@ class _Packer:
         heap: list[tuple[float, int, int, dict[_Class, int]]] = []
         for i, members in by_template.items():
             t = self.templates[i]
-            pattern, worth = self._fill(t.cap, members)
+            pattern, worth = self._fill(t.cap, members, i)
             if worth > 0:
                 heap.append((-worth / t.cost, i, version, pattern))
         heapq.heapify(heap)
@@ -388,7 +390,7 @@ class _Packer:
             key, i, seen, pattern = heapq.heappop(heap)
             t = self.templates[i]
             if seen != version:
-                pattern, worth = self._fill(t.cap, by_template[i])
+                pattern, worth = self._fill(t.cap, by_template[i], i)
                 if worth <= 0:
                     continue
                 key = -worth / t.cost
@@ -407,18 +409,41 @@ class _Packer:
             version += 1
             heapq.heappush(heap, (key, i, -1, pattern))
 
-    def _fill(self, cap: Sequence[float], classes: Sequence[_Class]) -> tuple[dict[_Class, int], float]:
+    def _fill(self, cap: Sequence[float], classes: Sequence[_Class],
+              template: int | None = None) -> tuple[dict[_Class, int], float]:
         """One host's pattern from the remaining bundles, and its worth (the bundles' standalone cost).
 
         A chunk at a time (half of what still fits), always of the shape with
         most value per share of the *remaining* capacity in the dimension it
         uses most of: shares grow as a dimension fills, so the next chunks
-        come from shapes that use the others.
+        come from shapes that use the others. Such a mix can strand a scarce
+        dimension (a GPU) that one shape alone would use fully, so a whole
+        ``template`` is also filled first with as many as fit of the shape
+        worth most there alone, the rest mixed in after; the better pattern wins.
         """
+        pattern, worth = self._mix(cap, classes, {})
+        if template is not None:
+            best, most = None, 0.0
+            for c in classes:
+                n = min(c.fit[template], c.left)
+                if n > 0 and n * c.value > most:
+                    best, most = c, n * c.value
+            if best is not None and most > 0:
+                alone, alone_worth = self._mix(cap, classes, {best: min(best.fit[template], best.left)})
+                if alone_worth > worth + EPS:
+                    pattern, worth = alone, alone_worth
+        return pattern, worth
+
+    def _mix(self, cap: Sequence[float], classes: Sequence[_Class],
+             start: dict[_Class, int]) -> tuple[dict[_Class, int], float]:
         free = list(cap)
-        pattern: dict[_Class, int] = {}
+        pattern = dict(start)
         worth = 0.0
         dims = range(len(free))
+        for c, n in start.items():
+            worth += n * c.value
+            for r in dims:
+                free[r] -= n * c.need[r]
         while True:
             best: _Class | None = None
             best_density = 0.0
