@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+BENCH  := $(VENV)/.bench-installed
 
 .PHONY: run test bench clean
 
@@ -18,7 +19,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest
 
-bench: $(STAMP)
+# The bench extra (scipy: the LP bound of packing) is for benchmarks only, not the daemon.
+$(BENCH): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $(BENCH)
+
+bench: $(BENCH)
 	$(PY) -m tests.bench
 
 clean:

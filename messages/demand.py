@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
 
 from messages.base import Model
 
@@ -18,6 +19,34 @@ Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9]
 #: A selector value: ``>=8``, ``<=4096``, ``>2``, ``<2``, ``=X86_64`` or a bare value (equality).
 SELECT_RE = re.compile(r"^(>=|<=|>|<|=)?\s*(.+)$")
 
+#: An attribute a bundle needs some of (``ncpus``, ``mem``, ``ngpus`` ...): a template attribute's name.
+AttrName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]*$")]
+
+
+def _stringify(value: object) -> object:
+    # YAML and JSON give numbers for ``ncpus: 8``; a selector is text.
+    if isinstance(value, dict):
+        return {str(k): str(v) for k, v in value.items()}
+    return value
+
+
+def _check_select(value: dict[str, str]) -> dict[str, str]:
+    for key, expr in value.items():
+        match = SELECT_RE.match(expr.strip())
+        if match is None:
+            raise ValueError(f"select.{key}: empty selector (use e.g. '>=8' or 'X86_64')")
+        op, operand = match.groups()
+        if op in (">=", "<=", ">", "<"):
+            try:
+                float(operand)
+            except ValueError:
+                raise ValueError(f"select.{key}: {op} needs a number, got {operand!r}") from None
+    return value
+
+
+#: Selectors on template attributes, as host and bundle items give them.
+Select = Annotated[dict[str, str], BeforeValidator(_stringify), AfterValidator(_check_select)]
+
 
 class HostItem(Model):
     """Hosts wanted: by template id, or by selectors on template attributes."""
@@ -26,36 +55,43 @@ class HostItem(Model):
     kind: Literal["hosts"] = "hosts"
     count: Count = Field(ge=0, le=1_000_000)
     template: Name | None = None
-    select: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("select", mode="before")
-    @classmethod
-    def _stringify(cls, value: object) -> object:
-        # YAML and JSON give numbers for ``ncpus: 8``; a selector is text.
-        if isinstance(value, dict):
-            return {str(k): str(v) for k, v in value.items()}
-        return value
-
-    @field_validator("select")
-    @classmethod
-    def _check_select(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, expr in value.items():
-            match = SELECT_RE.match(expr.strip())
-            if match is None:
-                raise ValueError(f"select.{key}: empty selector (use e.g. '>=8' or 'X86_64')")
-            op, operand = match.groups()
-            if op in (">=", "<=", ">", "<"):
-                try:
-                    float(operand)
-                except ValueError:
-                    raise ValueError(f"select.{key}: {op} needs a number, got {operand!r}") from None
-        return value
+    select: Select = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_way(self) -> "HostItem":
         if self.template and self.select:
             raise ValueError("give either template or select, not both")
         return self
+
+
+class BundleItem(Model):
+    """Work to fit rather than hosts: ``count`` bundles, each needing ``resources`` of one host.
+
+    ``resources`` names numeric template attributes (``ncpus``, ``mem``,
+    ``ngpus`` ...) and how much of each one bundle takes; fractions are
+    allowed (``ncpus: 0.5``). The planner packs the bundles into new hosts
+    (``policy.packing``): bundles of one item may share a host, and so may
+    bundles of different items unless one of them is ``exclusive``.
+    ``select`` restricts the templates as for host items. When room is short,
+    items of higher ``priority`` are packed first.
+    """
+
+    id: Name
+    kind: Literal["bundles"] = "bundles"
+    count: Count = Field(ge=0, le=1_000_000)
+    resources: dict[AttrName, StrictInt | StrictFloat] = Field(min_length=1, max_length=32)
+    select: Select = Field(default_factory=dict)
+    exclusive: StrictBool = False
+    priority: StrictInt = 0
+
+    @field_validator("resources")
+    @classmethod
+    def _positive(cls, value: dict[str, int | float]) -> dict[str, int | float]:
+        # A bundle that needs none of something would fit on hosts that lack it; say what it needs.
+        for key, amount in value.items():
+            if not math.isfinite(amount) or amount <= 0:
+                raise ValueError(f"resources.{key}: must be a number above 0, got {amount!r}")
+        return value
 
 
 class UnitItem(Model):
@@ -67,7 +103,7 @@ class UnitItem(Model):
     resource: Name
 
 
-DemandItem = Annotated[Union[HostItem, UnitItem], Field(discriminator="kind")]
+DemandItem = Annotated[Union[HostItem, UnitItem, BundleItem], Field(discriminator="kind")]
 
 
 class DemandSnapshot(Model):

@@ -73,18 +73,43 @@ class SupplyChange(Model):
     grants: list[str] = Field(default_factory=list)
 
 
+class Load(Model):
+    """Hosts of a packed order that each carry the same bundles."""
+
+    hosts: int = Field(ge=1)
+    #: Item id -> bundles of that item on each of these hosts.
+    bundles: dict[str, int]
+
+
 class Order(SupplyChange):
     """The planner's instruction to a provider's owner: get or give back supply."""
 
     kind: Literal["order"] = "order"
     reason: str = ""
+    #: A packed order (bundle items): its hosts grouped by the bundles each carries, fullest
+    #: first; hosts beyond them (rounded up to the provider's granularity) carry none. The
+    #: bundles ride on the order so that supply in flight counts them, and a clamp knows which
+    #: hosts to drop. None on host and unit orders (and on every order written before packing).
+    loads: list[Load] | None = None
+
+    @property
+    def bundles(self) -> dict[str, int]:
+        """Item id -> bundles the order's hosts carry in all ({} unless packed)."""
+        out: dict[str, int] = {}
+        for load in self.loads or ():
+            for item, n in load.bundles.items():
+                out[item] = out.get(item, 0) + n * load.hosts
+        return out
 
 
 class Chosen(Model):
     provider: str
     template: str | None = None
     resource: str | None = None
+    #: Hosts or units; for a bundle item, the hosts that carry some of its bundles.
     count: int
+    #: A bundle item's bundles packed onto those hosts (None for host and unit items).
+    bundles: int | None = None
 
 
 class Rejected(Model):
@@ -307,6 +332,9 @@ def summary(fact: Fact) -> str:
         what = p.template or p.resource or ""
         if p.action == "return":
             return f"{where}order: return {p.count} {p.supply} ({p.reason})"
+        if p.loads:
+            carried = ", ".join(f"{n} of {item}" for item, n in sorted(p.bundles.items()))
+            return f"{where}order: {p.count} {p.supply} {what} carrying bundles {carried}"
         return f"{where}order: {p.count} {p.supply} {what} for {p.item_id}"
     if isinstance(p, Decision):
         chosen = ", ".join(f"{c.count} from {c.provider}" for c in p.chosen) or "nothing"

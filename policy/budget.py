@@ -26,6 +26,7 @@ from messages.records import ProviderRecord
 from policy.costs import price
 from policy.granularity import size
 from policy.limits import UNLIMITED, ProviderLimits
+from policy.packing import drop_hosts
 from policy.supply import HeldKey, SupplyView, held
 
 #: Tolerance for float sums of prices.
@@ -154,9 +155,14 @@ class Clamp:
     limit: str
     asked: int
     got: int
+    #: A packed order's bundles (per item) whose hosts the clamp dropped.
+    dropped: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def detail(self) -> str:
+        if self.dropped:
+            lost = ", ".join(f"{n} of {item}" for item, n in sorted(self.dropped.items()))
+            return f"{self.provider}: packed order clamped from {self.asked} to {self.got} hosts; bundles unplaced: {lost}"
         return f"{self.provider}: order for {self.item_id} clamped from {self.asked} to {self.got}"
 
 
@@ -168,7 +174,9 @@ def review(
 ) -> tuple[list[tuple[str, Order]], list[Clamp]]:
     """The orders as the global caps allow them, in order, and every clamp made.
 
-    Orders the caps cut to nothing are dropped; returns pass untouched.
+    Orders the caps cut to nothing are dropped; returns pass untouched. A
+    packed order (bundle items) loses whole hosts, least loaded first, and
+    the clamp names the bundles they carried.
     """
     approved: list[tuple[str, Order]] = []
     clamps: list[Clamp] = []
@@ -184,7 +192,11 @@ def review(
         count = order.count
         if room is not None and room < count:
             count = size(count, room, desc.min_request, desc.step) if desc else room
-            clamps.append(Clamp(provider=provider, item_id=order.item_id, limit=limit, asked=order.count, got=count))
+            asked, dropped = order.count, {}
+            if order.loads:
+                order, dropped = drop_hosts(order, count)
+            clamps.append(Clamp(provider=provider, item_id=order.item_id, limit=limit, asked=asked, got=count,
+                                dropped=dropped))
         if count > 0:
             approved.append((provider, order if count == order.count else order.model_copy(update={"count": count})))
             headroom.take(order.supply, count, p, charge)

@@ -3,15 +3,18 @@
 Candidates rank by priority (higher first; a template's own priority refines
 its provider's), then price per unit of demand (host-hour or unit-hour),
 then lead time, then provider name and template, so the same inputs always
-give the same order.
+give the same order. A bundle item's offers are the host templates its
+selectors match, ranked the same way; an offer carries its template's
+attributes so the packer can tell how many bundles a host holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from messages.demand import HostItem, UnitItem
+from messages.demand import BundleItem, HostItem, UnitItem
+from messages.description import AttrValue
 from messages.records import ProviderRecord
 from policy.matching import Selector
 
@@ -31,16 +34,27 @@ class Offer:
     min_request: int
     step: int
     min_hold: float
+    #: The template's attributes (empty for a pool): what a bundle item's packing measures hosts by.
+    attributes: Mapping[str, AttrValue] = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def rank(self) -> tuple:
         return (-self.priority, self.price, self.lead_time, self.provider, self.key)
 
 
-def wants(item: HostItem | UnitItem) -> tuple:
-    """What an item asks for, without its id and count: items alike share one ranking."""
+Item = HostItem | UnitItem | BundleItem
+
+
+def wants(item: Item) -> tuple:
+    """What an item asks for, without its id and count: items alike share one ranking.
+
+    A bundle item with the same selectors as a host item shares its ranking:
+    both ask for the host templates those selectors match.
+    """
     if isinstance(item, HostItem):
         return ("hosts", item.template, tuple(sorted(item.select.items())))
+    if isinstance(item, BundleItem):
+        return ("hosts", None, tuple(sorted(item.select.items())))
     return ("units", item.resource)
 
 
@@ -67,7 +81,7 @@ class Catalog:
                 seen += 1
         return seen == len(known)
 
-    def offers(self, item: HostItem | UnitItem) -> tuple[list[Offer], list[str]]:
+    def offers(self, item: Item) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""
         key = wants(item)
         found = self._ranked.get(key)
@@ -75,27 +89,28 @@ class Catalog:
             found = self._ranked[key] = self._rank(item)
         return found
 
-    def _rank(self, item: HostItem | UnitItem) -> tuple[list[Offer], list[str]]:
+    def _rank(self, item: Item) -> tuple[list[Offer], list[str]]:
         offers: list[Offer] = []
         mismatched: list[str] = []
-        selector = Selector(item) if isinstance(item, HostItem) else None
+        selector = None if isinstance(item, UnitItem) else Selector(item)
+        kind = "units" if isinstance(item, UnitItem) else "hosts"
         for name in sorted(self.descriptions):
             desc = self.descriptions[name]
-            if desc.kind != item.kind:
+            if desc.kind != kind:
                 continue
             if selector is not None:
                 matches = [
                     (t.id, t.max_number, t.priority,
-                     desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour)
+                     desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour, t.attributes)
                     for t in desc.templates
                     if selector.matches(t, desc.zone)
                 ]
             else:
                 pool = desc.pool(item.resource)  # type: ignore[union-attr]
-                matches = [(pool.resource, pool.capacity, None, desc.price(pool.resource))] if pool else []
+                matches = [(pool.resource, pool.capacity, None, desc.price(pool.resource), {})] if pool else []
             if not matches:
                 mismatched.append(name)
-            for key, max_number, priority, price in matches:
+            for key, max_number, priority, price, attributes in matches:
                 offers.append(
                     Offer(
                         provider=name,
@@ -108,6 +123,7 @@ class Catalog:
                         min_request=desc.min_request,
                         step=desc.step,
                         min_hold=desc.min_hold_s,
+                        attributes=attributes,
                     )
                 )
         offers.sort(key=lambda o: o.rank)

@@ -59,7 +59,8 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
 
     counts = {i.id: i.count for i in demand.items} if demand else {}
     #: per item: how much more supply is in flight than it needs, after this round's orders
-    surplus = {d.item: d.in_flight + sum(c.count for c in d.chosen) - counts.get(d.item, 0) for d in decisions}
+    surplus = {d.item: d.in_flight + sum(c.count if c.bundles is None else c.bundles for c in d.chosen)
+               - counts.get(d.item, 0) for d in decisions}
     short = any(v < 0 for v in surplus.values())
     leaving: dict[str, list[tuple[float, int]]] = {}
 
@@ -71,6 +72,8 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
     for order in state.orders.values():
         if pending(order, now, timeout):
             leaves(order.order.item_id, order.at + timeout + AFTER, order.order.count)
+            for item, n in order.order.bundles.items():  # a packed order's bundles, in bundles
+                leaves(item, order.at + timeout + AFTER, n)
         lim = settings.providers.get(order.provider)
         if short and lim is not None and lim.rate_count is not None and order.order.action == "request":
             at(order.at + lim.rate_per)

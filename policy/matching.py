@@ -1,4 +1,4 @@
-"""Which templates can serve a host demand item.
+"""Which templates can serve a host (or bundle) demand item.
 
 A selector is compiled once per item shape, then tested against many
 templates: planning over thousands of templates must stay cheap.
@@ -10,7 +10,7 @@ import operator
 from functools import lru_cache
 from typing import Callable
 
-from messages.demand import SELECT_RE, HostItem
+from messages.demand import SELECT_RE, BundleItem, HostItem
 from messages.description import AttrValue, Template
 
 _NUMERIC: dict[str, Callable[[float, float], bool]] = {
@@ -50,10 +50,10 @@ def _test(expr: str) -> Test:
 
 
 class Selector:
-    """A host item's wish, ready to test templates."""
+    """A host or bundle item's wish, ready to test templates (a bundle item selects, never names one)."""
 
-    def __init__(self, item: HostItem) -> None:
-        self.template = item.template
+    def __init__(self, item: HostItem | BundleItem) -> None:
+        self.template = item.template if isinstance(item, HostItem) else None
         self.tests = _compiled(tuple(sorted(item.select.items())))
 
     def matches(self, template: Template, zone: str | None = None) -> bool:

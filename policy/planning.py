@@ -7,6 +7,13 @@ caps), rounded to the provider's granularity, and what it cannot take spills
 to the next. Providers that cannot take anything are rejected with the
 reason. Every item gets a decision: need, in flight, the amount given to
 each chosen candidate, and the rejections.
+
+Bundle items are packed together (``policy.packing``), when the round
+reaches the first of them: their need is counted in bundles (less the
+bundles riding on hosts in flight), and their orders are packed orders,
+one per template, each saying which items' bundles its hosts carry. They
+take their hosts from the same room as host items, so caps, rate limits
+and cooldowns hold for both.
 """
 
 from __future__ import annotations
@@ -14,16 +21,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from messages.demand import DemandSnapshot, HostItem, UnitItem
+from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Chosen, Decision, Order, Rejected
 from messages.records import ProviderRecord
 from policy.catalog import Catalog, Offer
 from policy.granularity import size
+from policy.packing import Packing, Unplaced, Wish, pack
 from policy.settings import PlanSettings
 from policy.sizing import Rooms
-from policy.supply import SupplyView, in_flight
+from policy.supply import SupplyView, bundles_in_flight, in_flight
 
-__all__ = ["Catalog", "Plan", "PlanSettings", "plan"]
+__all__ = ["Catalog", "Plan", "PlanSettings", "Unplaced", "plan"]
 
 #: Rejections listed per decision; beyond this they are counted in the note, so a
 #: decision stays readable (and cheap) with thousands of providers.
@@ -35,6 +43,8 @@ class Plan:
     #: (provider, order) pairs to write as order facts.
     orders: list[tuple[str, Order]] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
+    #: What each item still needs that no candidate could take, and why (hosts, units or bundles).
+    unplaced: list[Unplaced] = field(default_factory=list)
 
 
 def plan(
@@ -53,7 +63,14 @@ def plan(
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     rooms: Rooms | None = None  # built on the first item with need: most rounds have none
     made: dict[tuple[str, str], Rejected] = {}
+    bundled = [i for i in demand.items if isinstance(i, BundleItem)]
     for item in demand.items:
+        if isinstance(item, BundleItem):
+            if item is bundled[0]:
+                if rooms is None and any(i.count > 0 for i in bundled):
+                    rooms = Rooms(providers, view, now, settings)
+                _pack(bundled, demand.seq, catalog, rooms, view, now, settings, made, out)
+            continue
         need = item.count - flying.get(item.id, 0)
         offers, mismatched = catalog.offers(item)
         rejected = _Rejections(made)
@@ -83,6 +100,9 @@ def plan(
             notes.append("in-flight supply covers the need")
         elif remaining > 0:
             notes.append(f"{remaining} could not be placed")
+            why = rejected.listed[0] if rejected.listed else None
+            out.unplaced.append(Unplaced(item=item.id, count=remaining, reason=(
+                f"{why.provider}: {why.reason}" if why else "no provider offers it")))
         if rejected.unlisted:
             notes.append(f"{rejected.unlisted} more providers rejected")
         out.decisions.append(Decision(item=item.id, demand_seq=demand.seq, need=max(0, need),
@@ -93,7 +113,67 @@ def plan(
                                resource=c.resource, count=c.count, reason=f"demand {item.id}: need {need}"))
             for c in chosen
         ]
+    if bundled:  # decisions in the snapshot's order, whatever order the items were planned in
+        at = {item.id: k for k, item in enumerate(demand.items)}
+        out.decisions.sort(key=lambda d: at[d.item])
     return out
+
+
+class _HostRoom:
+    """The round's room as the packer asks for it: hosts of one offer, usable or not."""
+
+    def __init__(self, rooms: Rooms) -> None:
+        self.rooms = rooms
+
+    def room(self, offer: Offer) -> tuple[int, str]:
+        why = self.rooms.blocked(offer)
+        if why is not None:
+            return 0, why
+        return self.rooms.room(offer, "hosts")
+
+    def take(self, offer: Offer, hosts: int) -> None:
+        self.rooms.take(offer, "hosts", hosts)
+
+    def give(self, offer: Offer, hosts: int) -> None:
+        self.rooms.give(offer, "hosts", hosts)
+
+
+def _pack(items: list[BundleItem], seq: int, catalog: Catalog, rooms: Rooms | None, view: SupplyView,
+          now: float, settings: PlanSettings, made: dict[tuple[str, str], Rejected], out: Plan) -> None:
+    """Packs every bundle item's unmet bundles at once (they may share hosts): orders and decisions."""
+    flying = bundles_in_flight(view, now, settings.join_grace, settings.order_timeout) if rooms else {}
+    offers = {item.id: catalog.offers(item) for item in items}
+    wishes = [Wish(item=i.id, count=i.count - flying.get(i.id, 0), resources=i.resources, offers=offers[i.id][0],
+                   exclusive=i.exclusive, priority=i.priority) for i in items]
+    packing = pack(wishes, _HostRoom(rooms)) if rooms is not None else Packing()
+    for p in packing.orders:
+        carried = p.bundles
+        out.orders.append((p.offer.provider, Order(
+            action="request", supply="hosts", template=p.offer.key, count=p.count, loads=list(p.loads),
+            reason="bundles of " + ", ".join(f"{item} ({n})" for item, n in sorted(carried.items())))))
+    lost = {u.item: u for u in packing.unplaced}
+    for item in items:
+        need = item.count - flying.get(item.id, 0)
+        chosen = [Chosen(provider=p.offer.provider, template=p.offer.key, bundles=n,
+                         count=sum(ld.hosts for ld in p.loads if item.id in ld.bundles))
+                  for p in packing.orders if (n := p.bundles.get(item.id, 0))]
+        rejected = _Rejections(made)
+        for provider, reason in packing.rejected.get(item.id, []):
+            rejected.add(provider, reason)
+        notes = []
+        if need <= 0:
+            notes.append("in-flight supply covers the need")
+        else:
+            rejected.mismatched(offers[item.id][1])
+            if item.id in lost:
+                u = lost[item.id]
+                notes.append(f"{u.count} could not be placed ({u.reason})")
+                out.unplaced.append(u)
+        if rejected.unlisted:
+            notes.append(f"{rejected.unlisted} more providers rejected")
+        out.decisions.append(Decision(item=item.id, demand_seq=seq, need=max(0, need),
+                                      in_flight=flying.get(item.id, 0), chosen=chosen, rejected=rejected.listed,
+                                      note="; ".join(notes)))
 
 
 class _Rejections:

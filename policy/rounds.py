@@ -30,7 +30,8 @@ from messages.records import (
 )
 from policy.budget import Clamp, Headroom, period_start, review, usage
 from policy.catalog import Catalog
-from policy.costs import costs
+from policy.costs import costs, price
+from policy.packing import Unplaced
 from policy.planning import plan
 from policy.reclaim import reclaim
 from policy.settings import PlanSettings
@@ -112,20 +113,35 @@ def outcome(proposal: Proposal, approved: Placed, clamps: Sequence[tuple[str, st
     return out
 
 
+#: The rejection a cut by the budget review adds to the decisions of the items it cut.
+CUT = "budget: cut by the global caps"
+
+
 def with_cuts(decisions: list[Decision], asked: Placed, approved: Placed) -> list[Decision]:
-    """The decisions with what the budget review cut: chosen counts lowered, the cut as a rejection."""
+    """The decisions with what the budget review cut: chosen counts lowered, the cut as a rejection.
+
+    A bundle item's chosen entries are read again from the packed orders the
+    review let through (it drops whole hosts), and its note says how many
+    bundles are now left without a host.
+    """
     def totals(orders: Placed) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
         for provider, o in orders:
-            out[(provider, o.item_id)] = out.get((provider, o.item_id), 0) + o.count
+            if not o.loads:
+                out[(provider, o.item_id)] = out.get((provider, o.item_id), 0) + o.count
         return out
 
     got = totals(approved)
     cut = {key for key, n in totals(asked).items() if got.get(key, 0) < n}
-    if not cut:
+    carried = _carried(approved)
+    packed_cut = _carried(asked) != carried
+    if not cut and not packed_cut:
         return decisions
     out = []
     for d in decisions:
+        if packed_cut and any(c.bundles is not None for c in d.chosen):
+            out.append(_bundles_cut(d, carried))
+            continue
         if not any((c.provider, d.item) in cut for c in d.chosen):
             out.append(d)
             continue
@@ -137,9 +153,77 @@ def with_cuts(decisions: list[Decision], asked: Placed, approved: Placed) -> lis
             if n:
                 chosen.append(c.model_copy(update={"count": n}))
             if n < c.count:
-                rejected.append(Rejected(provider=c.provider, reason="budget: cut by the global caps"))
+                rejected.append(Rejected(provider=c.provider, reason=CUT))
         out.append(d.model_copy(update={"chosen": chosen, "rejected": rejected}))
     return out
+
+
+def _carried(orders: Placed) -> dict[tuple[str, str | None, str], tuple[int, int]]:
+    """(provider, template, item) -> (bundles, hosts carrying them) over packed orders."""
+    out: dict[tuple[str, str | None, str], tuple[int, int]] = {}
+    for provider, o in orders:
+        for ld in o.loads or ():
+            for item, n in ld.bundles.items():
+                b, h = out.get((provider, o.template, item), (0, 0))
+                out[(provider, o.template, item)] = (b + n * ld.hosts, h + ld.hosts)
+    return out
+
+
+def _bundles_cut(d: Decision, carried: dict[tuple[str, str | None, str], tuple[int, int]]) -> Decision:
+    chosen, rejected = [], list(d.rejected)
+    for c in d.chosen:
+        bundles, hosts = carried.get((c.provider, c.template, d.item), (0, 0))
+        if bundles:
+            chosen.append(c.model_copy(update={"count": hosts, "bundles": bundles}))
+        if bundles < (c.bundles or 0):
+            rejected.append(Rejected(provider=c.provider, reason=CUT))
+    if rejected == d.rejected:
+        return d
+    left = d.need - sum(c.bundles or 0 for c in chosen)
+    notes = [n for n in d.note.split("; ") if n and "could not be placed" not in n]
+    return d.model_copy(update={"chosen": chosen, "rejected": rejected, "note": "; ".join(
+        [f"{left} could not be placed ({CUT})"] + notes)})
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """One planning round as it would go, written nowhere: what ``provisioner plan`` shows."""
+
+    #: New supply as the budget review lets it through (returns of idle supply are not planned).
+    orders: Placed
+    decisions: list[Decision]
+    #: Per item, what no candidate could take (or the budget review cut), and why.
+    unplaced: list[Unplaced]
+    #: What the orders would cost per hour, at their templates' (pools') prices.
+    cost_per_hour: float
+    clamps: list[Clamp]
+
+
+def dry_run(demand: DemandSnapshot | None, state: PlanState, now: float, settings: PlanSettings,
+            catalog: Catalog | None = None) -> DryRun:
+    """The one entry point for planning a round without acting on it: the daemon's own code, in order.
+
+    ``plan`` (orders and decisions, bundle items packed), then the budget's
+    review, then its cuts in the decisions, against ``state`` (an empty one
+    plans as if no supply existed). Pure: the caller times it and prints it.
+    """
+    view = supply_view(state)
+    result = plan(demand, state.providers, view, now, settings, catalog_for(catalog, state.providers))
+    approved, clamps = review_orders(result.orders, state, now, settings)
+    decisions = with_cuts(result.decisions, result.orders, approved)
+    before = {u.item: u for u in result.unplaced}
+    unplaced = []
+    for d in decisions:
+        placed = sum(c.count if c.bundles is None else c.bundles for c in d.chosen)
+        left = d.need - placed
+        if left <= 0:
+            continue
+        u = before.get(d.item)
+        reason = u.reason if u is not None and u.count == left else (
+            f"{u.reason}; {CUT}" if u is not None else CUT)
+        unplaced.append(Unplaced(item=d.item, count=left, reason=reason))
+    cost = sum(o.count * price(state.providers, provider, o.template or o.resource) for provider, o in approved)
+    return DryRun(orders=approved, decisions=decisions, unplaced=unplaced, cost_per_hour=cost, clamps=clamps)
 
 
 def _differs(old: Decision | None, new: Decision) -> bool:

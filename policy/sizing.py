@@ -121,3 +121,8 @@ class Rooms:
         self.recent[p] = self.recent.get(p, 0) + amount
         if self.budget is not None:
             self.budget.take(supply, amount, offer.price, self.settings.limits(p).charge_hours(offer.min_hold))
+
+    def give(self, offer: Offer, supply: str, amount: int) -> None:
+        """Undo a ``take``: the packer moved hosts to another template or dropped them."""
+        self.take(offer, supply, -amount)
+        self._full.pop((offer.provider, offer.key), None)

@@ -1,4 +1,4 @@
-"""Supply in flight for a demand item (DESIGN §6), and supply held per provider.
+"""Supply in flight for a demand item (DESIGN §6), bundles riding on it, and supply held per provider.
 
 The scheduler's count is unmet need beyond what the cluster already has, so
 the planner subtracts what is already on its way: orders not yet taken up,
@@ -82,6 +82,53 @@ def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: fl
             elif grant is not None and grant.state == "granted" and grant.granted_at is not None:
                 if now - grant.granted_at < join_grace:
                     add(req.item_id, grant.count)
+    return out
+
+
+def bundles_in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: float) -> dict[str, int]:
+    """Per bundle item id: how many of its bundles ride on hosts on their way.
+
+    A packed order says which bundles its hosts carry (``Order.loads``).
+    While no owner has taken it up, all of them are in flight; once taken up,
+    its request's hosts in flight (coming, joined within ``join_grace``, or
+    not seen yet) carry their share: an item's bundles times the hosts in
+    flight over the hosts asked, rounded up, since which host carries what
+    is the scheduler's to decide once they join. A repeated snapshot
+    therefore orders no more hosts for the same bundles.
+
+    The request finds its order by ``order_id``, so the view must keep the
+    orders of requests that may still bring hosts.
+    """
+    out: dict[str, int] = {}
+
+    def add(bundles: dict[str, int], flying: int, asked: int) -> None:
+        for item, n in bundles.items():
+            share = n if flying >= asked else -(-n * flying // asked)
+            if share > 0:
+                out[item] = out.get(item, 0) + share
+
+    packed: dict[str, OrderRecord] = {}
+    for order in view.orders.values():
+        if order.order.loads:
+            packed[order.id] = order
+            if pending(order, now, order_timeout):
+                add(order.order.bundles, 1, 1)
+    if not packed:
+        return out
+    by_request: dict[str, list[InstanceRecord]] = {}
+    for inst in view.instances.values():
+        if inst.request_id:
+            by_request.setdefault(inst.request_id, []).append(inst)
+    for req in view.requests.values():
+        order = packed.get(req.order_id)
+        if order is None or req.action != "request" or req.count <= 0:
+            continue
+        seen = by_request.get(req.id, [])
+        coming = sum(1 for i in seen if i.state in ARRIVING)
+        recent = sum(1 for i in seen
+                     if i.state in SERVING and i.joined_at is not None and now - i.joined_at < join_grace)
+        unseen = max(0, req.count - len(seen)) if unresolved(req, now, order_timeout) else 0
+        add(order.order.bundles, coming + recent + unseen, req.count)
     return out
 
 

@@ -29,6 +29,7 @@ from persistence.replay import replay
 from policy.planning import Catalog, PlanSettings, plan
 from policy.supply import SupplyView
 from tests.bench_failover import TTL, takeover_seconds
+from tests.bench_packing import planning_bundles, ratio_large, ratio_small
 from tests.bench_ready import fill, ready_time, ready_time_cold
 from tests.bench_rss import daemon_rss
 from tests.bench_sim import month
@@ -159,6 +160,9 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], float | tuple[float, ...]], tuple[
     (ready_time_cold, (Figure("  same, no snapshot: every fact replayed", "s", 10.0, "<="),)),
     (planning_round, (Figure("planning 1,000 providers x 10 templates x 1,000 items", "ms", 100.0, "<="),)),
     (planning_cold, (Figure("  same, first round after descriptions change", "ms", 1000.0, "<="),)),
+    (planning_bundles, (Figure("planning 1,000 templates x 10,000 bundles of ~25 shapes, cold", "s", 2.0, "<="),)),
+    (ratio_large, (Figure("  plan cost / LP lower bound", "ratio", 1.05, "<="),)),
+    (ratio_small, (Figure("  same, 100 templates x 1,000 bundles", "ratio", 1.05, "<="),)),
     (runner_completions, (Figure("script runner completions", "runs/s", 300, ">="),)),
     (spawn_latency, (Figure("demand pushed -> first request script spawned, p50", "ms", 50.0, "<="),
                      Figure("  same, p99", "ms", 50.0, "<="))),
