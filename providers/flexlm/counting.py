@@ -28,11 +28,15 @@ def host_matches(host: str, globs: Sequence[str]) -> bool:
     return any(fnmatchcase(full, g) or fnmatchcase(short, g) for g in globs)
 
 
-def feature_usage(status: lmstat.Lmstat, feature: Feature) -> lmstat.Feature:
-    """The one lmstat feature a settings entry names, or the reason it cannot be used now."""
+def feature_usage(status: lmstat.Lmstat, feature: Feature, spec: str = "") -> lmstat.Feature:
+    """The one lmstat feature a settings entry names, or the reason it cannot be used now.
+
+    ``spec`` is the server as the settings name it: lmstat leaves it out when it reaches none.
+    """
+    spec = spec or status.spec or "system"
     if not status.reachable:
         why = status.error or "; ".join(f"{s.host}: {s.message}" for s in status.servers if not s.up)
-        raise Transient(f"license server {status.spec or 'system'} cannot be reached: {why or 'no server is up'}")
+        raise Transient(f"license server {spec} cannot be reached: {why or 'no server is up'}")
     found = status.find(feature.feature, feature.vendor)
     vendors = [feature.vendor] if feature.vendor else sorted({f.vendor for f in found if f.vendor})
     down = [v for v in (status.vendor(name) for name in vendors) if v is not None and not v.up]
@@ -42,7 +46,7 @@ def feature_usage(status: lmstat.Lmstat, feature: Feature) -> lmstat.Feature:
         raise Transient(f"vendor daemon {down[0].name} is down: {down[0].message}")
     if not found:
         served_by = f" (vendor daemon {feature.vendor})" if feature.vendor else ""
-        raise ConfigError(f"feature {feature.feature}{served_by} is not served by license server {status.spec}")
+        raise ConfigError(f"feature {feature.feature}{served_by} is not served by license server {spec}")
     if len(found) > 1:
         names = ", ".join(sorted(f.vendor or "?" for f in found))
         raise ConfigError(f"feature {feature.feature} is served by vendor daemons {names}: "
