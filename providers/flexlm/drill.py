@@ -19,8 +19,11 @@ HOLD_S = 30.0
 
 
 def pause(point: str) -> None:
-    if os.environ.get(ENV) != point:
+    """``FLEXLM_DRILL_PAUSE=POINT`` waits there for the drill's signal; ``POINT=SECONDS`` waits that long and
+    goes on, which widens the window between deciding and writing for drills that race processes."""
+    wanted, _, hold = os.environ.get(ENV, "").partition("=")
+    if wanted != point:
         return
     sys.stderr.write(f"provisioner-flexlm: paused at {point}\n")
     sys.stderr.flush()
-    time.sleep(HOLD_S)
+    time.sleep(min(float(hold), HOLD_S) if hold else HOLD_S)
