@@ -109,7 +109,8 @@ class SqliteLedger:
 
     def returned(self, cluster: str, token: str) -> Return | None:
         with self._failures():
-            row = self.db.execute("SELECT doc FROM returns WHERE cluster = ? AND token = ?", (cluster, token)).fetchone()
+            row = self.db.execute("SELECT doc FROM returns WHERE cluster = ? AND token = ?",
+                                  (cluster, token)).fetchone()
         return records.return_of(json.loads(row[0])) if row else None
 
     def grants(self, cluster: str) -> list[Grant]:

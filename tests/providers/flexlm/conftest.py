@@ -15,7 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,6 @@ class Site:
 
     root: Path
     settings: dict[str, Any]
-    extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def settings_file(self) -> Path:
@@ -76,8 +75,9 @@ class Site:
 
     def env(self, action: str, doc: dict[str, Any]) -> dict[str, str]:
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.root), "PROVIDER_NAME": "vcs-pool",
-               "PROVIDER_KIND": "units", "PROVISIONER_ACTION": action, "FLEXLM_PROVIDER_CONFIG": str(self.settings_file),
-               "PROVISIONER_DEADLINE": str(int(time.time() + CALL_TIMEOUT)), **self.extra_env}
+               "PROVIDER_KIND": "units", "PROVISIONER_ACTION": action,
+               "FLEXLM_PROVIDER_CONFIG": str(self.settings_file),
+               "PROVISIONER_DEADLINE": str(int(time.time() + CALL_TIMEOUT))}
         if "token" in doc:
             env["PROVISIONER_TOKEN"] = doc["token"]
         return env

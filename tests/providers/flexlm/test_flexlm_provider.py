@@ -55,7 +55,8 @@ def test_borrow_status_list_and_a_partial_then_whole_return(make_site):
     assert parsed("return", site.run("return", part).out).provider_request_id == "r-ret-1"
     assert site.run("return", part).code == 0
     assert held(site) == {"req-1": 3}, "a repeated partial return gives back nothing more"
-    status = parsed("status", site.run("status", {"requests": [{"requestId": "g-req-1"}, {"requestId": "r-ret-1"}]}).out)
+    asked = {"requests": [{"requestId": "g-req-1"}, {"requestId": "r-ret-1"}]}
+    status = parsed("status", site.run("status", asked).out)
     assert [(r.status, r.granted) for r in status.requests] == [("complete", 3), ("complete", None)]
 
     assert site.run("return", {"token": "ret-2", "resource": "vcs", "count": 3, "grants": ["req-1"]}).code == 0
