@@ -8,6 +8,7 @@ start a process themselves.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -26,26 +27,31 @@ def lmstat_reader(lmutil: str, environ: Mapping[str, str] | None = None) -> Lmst
     environ = dict(os.environ if environ is None else environ)
 
     def read(spec: str) -> str:
+        # lmutil gets the provider's environment as it is: a site that needs FlexNet's own variables
+        # (FLEXLM_TIMEOUT for a distant server) sets them in the provider's env_file.
         timeout = _budget(environ)
-        env = dict(environ)
-        # lmutil's own connect timeout, in microseconds: a server that does not answer should cost
-        # one timeout, not one per retry lmutil makes on its own.
-        env.setdefault("FLEXLM_TIMEOUT", str(int(min(timeout, 10.0) * 1_000_000)))
         try:
-            done = subprocess.run([lmutil, "lmstat", "-a", "-c", spec], stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout, env=env)
+            # A group of its own: sites often wrap lmutil in a script, and on a timeout the whole
+            # group goes, or a child left holding the pipes would keep this call waiting.
+            proc = subprocess.Popen([lmutil, "lmstat", "-a", "-c", spec], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ,
+                                    start_new_session=True)
         except FileNotFoundError:
             raise ConfigError(f"lmutil: not found: {lmutil}") from None
         except PermissionError:
             raise ConfigError(f"lmutil: not executable: {lmutil}") from None
         except OSError as exc:
             raise ConfigError(f"lmutil: cannot run {lmutil}: {exc.strerror or exc}") from None
+        try:
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             raise Transient(f"lmstat on {spec} gave no answer within {timeout:.0f}s") from None
         # lmstat prints most errors on stdout, some versions on stderr: read both.
-        text = (done.stdout + b"\n" + done.stderr).decode("utf-8", errors="replace")
+        text = (out + b"\n" + err).decode("utf-8", errors="replace")
         if not text.strip():
-            raise Transient(f"lmstat on {spec} exited {done.returncode} and printed nothing")
+            raise Transient(f"lmstat on {spec} exited {proc.returncode} and printed nothing")
         return text
 
     return read

@@ -7,6 +7,7 @@ numbers are.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from providers.contract import parse_output
@@ -118,6 +119,18 @@ def test_a_triad_with_one_member_down_lends_and_without_quorum_does_not(make_sit
     assert (tmp_path / "lmutil.log").read_text().splitlines() == ["lmstat -a -c 27000@lic1,27000@lic2,27000@lic3"]
     lmstat_output("triad_two_down.txt")
     assert site.run("request", {**GRANT, "token": "req-2"}).code == 75
+
+
+def test_an_lmstat_that_hangs_is_75_within_the_daemons_deadline(make_site, tmp_path):
+    """A wrapper script whose child keeps the pipes open must not hold the call past its budget."""
+    hanging = tmp_path / "lmutil-wrapper"
+    hanging.write_text("#!/bin/sh\nsleep 30\n")
+    hanging.chmod(0o755)
+    site = make_site(lmutil=str(hanging))
+    started = time.monotonic()
+    result = site.run("usage", {"resource": "vcs"}, PROVISIONER_DEADLINE=str(time.time() + 3))
+    assert result.code == 75 and "lmstat on 27000@lic1 gave no answer within 1s" in result.err
+    assert time.monotonic() - started < 5
 
 
 def test_an_unknown_feature_or_resource_is_78(make_site):
