@@ -130,10 +130,8 @@ class EtcdLedger:
             key, end = (r, None) if isinstance(r, bytes) else r
             requests.append({"request_range": {"key": _b64(key), **({"range_end": _b64(end)} if end else {})}})
         reply = self._call("kv/txn", {"success": requests})
-        # The gateway leaves out empty lists, and a whole response when it is empty.
-        responses = reply.get("responses", ())
-        return [list(responses[i].get("response_range", {}).get("kvs", ())) if i < len(responses) else []
-                for i in range(len(ranges))]
+        # The gateway leaves out a field at its zero value: a range that found nothing has no "kvs".
+        return [list(r.get("response_range", {}).get("kvs", ())) for r in reply["responses"]]
 
     @staticmethod
     def _one(found: list[list[dict[str, Any]]]) -> list[dict[str, Any] | None]:
