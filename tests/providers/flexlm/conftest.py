@@ -91,17 +91,17 @@ class Site:
                                 start_new_session=True)
 
     def run(self, action: str, doc: dict[str, Any] | None = None, **env: str) -> Result:
-        return finish(self.start(action, doc or {}, **env))
+        return self.finish(self.start(action, doc or {}, **env))
 
-
-def finish(proc: subprocess.Popen) -> Result:
-    try:
-        out, err = proc.communicate(timeout=CALL_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise AssertionError(f"provisioner-flexlm ran past {CALL_TIMEOUT}s") from None
-    return Result(proc.returncode, json.loads(out) if proc.returncode == 0 else None, err.decode())
+    @staticmethod
+    def finish(proc: subprocess.Popen) -> Result:
+        try:
+            out, err = proc.communicate(timeout=CALL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise AssertionError(f"provisioner-flexlm ran past {CALL_TIMEOUT}s") from None
+        return Result(proc.returncode, json.loads(out) if proc.returncode == 0 else None, err.decode())
 
 
 @pytest.fixture

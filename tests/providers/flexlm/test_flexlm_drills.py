@@ -9,8 +9,6 @@ import time
 
 import pytest
 
-from tests.providers.flexlm.conftest import finish
-
 GRANT = {"token": "req-1", "resource": "vcs", "count": 4, "tags": {}}
 
 
@@ -38,7 +36,7 @@ def test_two_clusters_borrowing_at_once_never_exceed_the_pool(make_site, ledger_
     b = make_site(cluster="site-b", hosts=("gpu-*",), ledger=ledger_url, pool=10)
     procs = [site.start("request", {**GRANT, "token": f"req-{i}", "count": 3}, FLEXLM_DRILL_PAUSE="borrow:mid=0.1")
              for i in range(6) for site in (a, b)]
-    results = [finish(p) for p in procs]
+    results = [a.finish(p) for p in procs]
     assert sorted({r.code for r in results}) == [0, 69], [r.err for r in results if r.code not in (0, 69)]
     assert lent(a, b) == 10
     by_grant = sum(int(r.out["message"].split()[1]) for r in results if r.code == 0)
