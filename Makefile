@@ -25,7 +25,7 @@ $(BENCH): $(STAMP)
 	touch $(BENCH)
 
 bench: $(BENCH)
-	$(PY) -m tests.bench
+	$(PY) -m bench
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache bench-results.json

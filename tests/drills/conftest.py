@@ -1,6 +1,6 @@
 import pytest
 
-from tests.drills.harness import Cluster
+from tests.support.drills import Cluster
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ import time
 import pytest
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
-from tests.integration.conftest import wait_until
+from tests.support.daemons import wait_until
+
+pytestmark = pytest.mark.slow
 
 SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "11,23").split(",")]
 STORM_SECONDS = 12.0

@@ -8,8 +8,10 @@ import pytest
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
 from persistence.failpoints import POINTS
-from tests.drills.harness import Cluster
-from tests.integration.conftest import wait_until
+from tests.support.daemons import wait_until
+from tests.support.drills import Cluster
+
+pytestmark = pytest.mark.slow
 
 #: Journal points fire on the Nth commit, so the kill lands mid-flight rather than at the first lease fact.
 HIT = {"journal.before_commit": 8, "journal.mid_batch": 8, "journal.after_commit": 8}

@@ -10,8 +10,8 @@ from owner.describe import describe, described, disable
 from owner.effects import Notes, TotalPublished, UsageSeen, write
 from owner.hosts import host_events, watch_joins
 from owner.units import read_usage, totals, used
-from tests.owner.conftest import result
 from tests.support.facts import T0, commit, kinds, projection
+from tests.support.owners import result
 
 
 def test_edges_running_joined_idle_busy_idle_from_host_events(hosts):

@@ -8,8 +8,8 @@ from owner.calls import Poll
 from owner.polls import poll, polled
 from owner.requests import replan_returns
 from policy.returns import AGAIN, returns_due
-from tests.owner.conftest import result
 from tests.support.facts import T0, commit, kinds, projection
+from tests.support.owners import result
 
 SUBMITTED = [("r", RequestPlanned(action="request", supply="hosts", template="t", count=2)),
              (None, RequestChanged(kind="request_submitted", request_id="r", state="submitted",

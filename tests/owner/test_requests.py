@@ -15,8 +15,8 @@ from owner.calls import Carry
 from owner.effects import OrderTaken, RequestSettled
 from owner.requests import NO_TOKEN, carried, carry_out, expire, fail, replan_returns, take_order
 from policy.retry import MAX_ATTEMPTS
-from tests.owner.conftest import accepted, result, settings
 from tests.support.facts import T0, commit, kinds, projection
+from tests.support.owners import accepted, result, settings
 
 REQUEST_ORDER = ("o", Order(action="request", supply="hosts", template="t", count=2, item_id="i"))
 

@@ -6,8 +6,8 @@ from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, RequestC
 from messages.scripts import HeldGrant, Holdings, Machine, Reclaim, Reclaims, RequestState, StatusReport
 from owner.calls import CheckReclaims, List, ScanStatus
 from owner.scans import MISSES_TO_LOSE, Sightings, listed, reclaimed, scan, scanned
-from tests.owner.conftest import result, settings
 from tests.support.facts import T0, commit, kinds, projection
+from tests.support.owners import result, settings
 
 JOINED = [(None, InstanceSeen(machine_id="m", name="node-1", state="running")),
           (None, InstanceChanged(kind="instance_joined", machine_id="m", state="joined"))]

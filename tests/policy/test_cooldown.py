@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from persistence.projection import Projection
 from policy.cooldown import cooldowns
-from tests.policy.factories import T0, completed_request, failed_request
+from tests.support.policy import T0, completed_request, failed_request
 
 
 def _cool(p, now, base=60, cap=300):

@@ -7,7 +7,7 @@ import pytest
 from messages.facts import GrantChanged, InstanceChanged, RequestPlanned
 from persistence.projection import Projection
 from policy.costs import accrued, costs
-from tests.policy.factories import T0, feed, hosts, idle_host, units
+from tests.support.policy import T0, feed, hosts, idle_host, units
 
 
 def test_per_second_and_per_billed_unit():

@@ -12,7 +12,7 @@ from policy.limits import ProviderLimits
 from policy.packing import OfferRoom, Wish, drop_hosts, pack
 from policy.planning import PlanSettings, plan
 from policy.rounds import CUT, dry_run, with_cuts
-from tests.policy.factories import T0, demand, feed, hosts, view
+from tests.support.policy import T0, demand, feed, hosts, view
 
 
 def offer(key: str, ncpus: float, mem: float, price: float, max_number: int = 1000, priority: int = 0,

@@ -12,7 +12,7 @@ from persistence.projection import Projection
 from policy.catalog import Offer
 from policy.packing import OfferRoom, Wish, pack
 from policy.planning import PlanSettings, plan
-from tests.policy.factories import T0, feed, view
+from tests.support.policy import T0, feed, view
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DIMS = ("ncpus", "mem", "ngpus")

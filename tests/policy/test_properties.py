@@ -16,7 +16,7 @@ from policy.limits import ProviderLimits
 from policy.planning import PlanSettings, plan
 from policy.reclaim import reclaim
 from policy.supply import held
-from tests.policy.factories import T0, failed_request, feed, idle_host, units, view
+from tests.support.policy import T0, failed_request, feed, idle_host, units, view
 
 PRICES = st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0])
 NOW = T0 + 10_000

@@ -8,7 +8,7 @@ from messages.records import DecisionRecord
 from persistence.projection import Projection
 from policy.limits import ProviderLimits
 from policy.reclaim import reclaim, wanted_until
-from tests.policy.factories import T0, demand, feed, hosts, idle_host, units, view
+from tests.support.policy import T0, demand, feed, hosts, idle_host, units, view
 
 PROVS = {"a": hosts("a")}
 

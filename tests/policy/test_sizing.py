@@ -13,7 +13,7 @@ from policy.budget import BudgetLimits, period_start
 from policy.limits import ProviderLimits
 from policy.planning import PlanSettings, plan
 from policy.supply import in_flight
-from tests.policy.factories import T0, demand, failed_request, feed, hosts, view
+from tests.support.policy import T0, demand, failed_request, feed, hosts, view
 
 D = demand(HostItem(id="d", count=6))
 

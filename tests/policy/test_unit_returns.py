@@ -11,7 +11,7 @@ from messages.records import ResourceRecord
 from persistence.projection import Projection
 from policy.granularity import size_down
 from policy.reclaim import reclaim
-from tests.policy.factories import T0, demand, feed, units, view
+from tests.support.policy import T0, demand, feed, units, view
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NOW = T0 + 10_000

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from messages.facts import Payload, make_fact
 from owner.effects import Effects
-from persistence.projection import Projection
+from persistence.projection import Part, Projection
 from persistence.shared import SharedProjection
 
 T0 = 1_000_000.0
@@ -41,3 +44,25 @@ def shared_of(facts: Sequence) -> SharedProjection:
     shared = SharedProjection()
     shared.apply_all(list(facts))
     return shared
+
+
+def state(p: Projection, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Everything a projection holds, with the order of its dicts and deques (iteration follows the log)."""
+    out: dict[str, Any] = {}
+    for name, value in vars(p).items():
+        if name == "_only" or name in skip:
+            continue
+        if name == "parts":
+            # Which provider's part came first follows the log in a replay, the snapshot in a restore.
+            value = sorted((k, _ordered(part)) for k, part in value.items())
+        elif isinstance(value, dict):
+            value = [(k, list(v.items()) if isinstance(v, dict) else v) for k, v in value.items()]
+        elif isinstance(value, deque):
+            value = (value.maxlen, list(value))
+        out[name] = value
+    return out
+
+
+def _ordered(part: Part) -> dict[str, Any]:
+    """A part's ordered sets as lists, so that their order counts too."""
+    return {f.name: list(getattr(part, f.name).items()) for f in dataclasses.fields(part)}

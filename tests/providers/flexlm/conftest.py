@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.etcd.cluster import Cluster
+from tests.support.etcd.cluster import Cluster
 
 DATA = Path(__file__).parent / "data"
 EXECUTABLE = Path(sys.executable).parent / "provisioner-flexlm"

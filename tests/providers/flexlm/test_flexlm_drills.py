@@ -9,6 +9,9 @@ import time
 
 import pytest
 
+#: Real processes killed and raced on both ledgers.
+pytestmark = pytest.mark.slow
+
 GRANT = {"token": "req-1", "resource": "vcs", "count": 4, "tags": {}}
 
 
@@ -22,7 +25,6 @@ def lent(*sites) -> int:
     return sum(sum(held(s).values()) for s in sites)
 
 
-@pytest.mark.slow
 def test_two_clusters_borrowing_at_once_never_exceed_the_pool(make_site, ledger_url):
     """Twelve requests of 3 from two clusters at the same moment, for a pool of 10: exactly 10 are lent.
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from providers.contract import parse_output
+
+#: The real executable, run as the daemon runs it, for each case.
+pytestmark = pytest.mark.slow
 
 GRANT = {"token": "req-1", "resource": "vcs", "count": 5, "tags": {"provisioner": "site-a"}}
 

@@ -1,1 +1,0 @@
-"""The controller contract: every backend must pass these tests unchanged."""

@@ -1,0 +1,68 @@
+"""Bad bodies and parameters: 422 with the field named, nothing stored, the daemon lives on."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BAD = [
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [{"id": "d1", "kind": "hosts", "count": -1}]}},
+     "body.items.0.hosts.count"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [{"id": "d1", "kind": "gpus", "count": 1}]}},
+     "body.items.0"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [{"id": "d1", "kind": "units", "count": 1}]}},
+     "body.items.0.units.resource"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [], "colour": "red"}}, "body.colour"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [
+        {"id": "d1", "kind": "hosts", "count": 1, "select": {"ncpus": ">=many"}}]}}, "body.items.0.hosts.select"),
+    ("PUT", "/v1/demand", "scheduler", {"content": b"{\"items\": [", "headers": {"content-type": "application/json"}},
+     "body"),
+    ("PUT", "/v1/demand", "scheduler", {"json": [1, 2]}, "body"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [
+        {"id": "d1", "kind": "hosts", "count": 1, "select": {"ncpus": ""}}]}}, "body.items.0.hosts.select"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"time": False}}, "body.time"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [{"id": "d1", "kind": "units", "resource": "vcs",
+                                                            "count": True}]}}, "body.items.0.units.count"),
+    ("POST", "/v1/hosts/h-1/events", "scheduler", {"json": {"event": "asleep"}}, "body.event"),
+    ("POST", "/v1/hosts/h-1/events", "scheduler", {"json": {}}, "body.event"),
+    ("POST", "/v1/hosts/-bad-name/events", "scheduler", {"json": {"event": "idle"}}, "path.name"),
+    ("POST", "/v1/providers/hosts/pause", "operator", {"json": {"reason": 5}}, "body.reason"),
+    ("POST", "/v1/providers/hosts/pause", "operator", {"json": {"reason": "two\nlines"}}, "body.reason"),
+    ("POST", "/v1/providers/hosts/drain", "operator", {"json": {"reason": "x" * 501}}, "body.reason"),
+    ("POST", "/v1/instances/hosts/i-1/return", "operator", {"json": {"why": "x"}}, "body.why"),
+    ("GET", "/v1/instances", "viewer", {"params": {"limit": 0}}, "query.limit"),
+    ("GET", "/v1/requests", "viewer", {"params": {"limit": "lots"}}, "query.limit"),
+    ("GET", "/v1/audit", "viewer", {"params": {"after": "not-a-hash"}}, "query.after"),
+    ("GET", "/v1/instances", "viewer", {"params": {"provder": "hosts"}}, "query.provder"),
+    ("GET", "/v1/instances", "viewer", {"params": [("state", "running"), ("state", "idle")]}, "query.state"),
+]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    from tests.support.api import Api, write_tokens
+    from tests.support.daemons import HOSTS_SIM, make_config, sim_provider
+
+    tmp = tmp_path_factory.mktemp("validation")
+    cfg = make_config(tmp, [sim_provider(tmp, "hosts", HOSTS_SIM)],
+                      api={"listen": "127.0.0.1:0", "tokens": str(write_tokens(tmp / "tokens.yaml"))})
+    run = Api(cfg, tmp / "home")
+    yield run
+    run.stop()
+
+
+@pytest.mark.parametrize("method,path,role,kw,field", BAD, ids=[f"{m} {p} {f}" for m, p, _, _, f in BAD])
+def test_bad_input_is_422_naming_the_field(api, method, path, role, kw, field):
+    def inputs():
+        """What callers have written: operators' facts (unfenced), demand, host events."""
+        return ([f.id for f in api.controller.read() if f.lease == ""], api.controller.get_demand(),
+                api.controller.read_host_events())
+
+    before = inputs()
+    r = api.call(method, path, role, **kw)
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["fields"][0]["field"] == field and body["error"].startswith(field + ":"), body
+    assert inputs() == before, "a refused call stores nothing"
+    assert api.get("/healthz", role=None).status_code == 200

@@ -1,0 +1,79 @@
+"""The simulator's two shortcuts decide as the plain way would.
+
+It plans only when something could have changed (``policy.due``) rather
+than at every ``plan_every``, and it hands rounds a view trimmed to what is
+in motion (``sim.view``). On a busy trace with failures, reclaims, a
+failover, licenses and a return window, both shortcuts must give the very
+same orders and returns at the very same moments, and the same report.
+"""
+
+from __future__ import annotations
+
+from tests.support.traces import batch, config, hosts, simulate, trace, units
+
+HOUR = 3600.0
+
+
+def _busy_story():
+    cfg = config(
+        hosts("dear", priority=20, price=2.0, max_number=4, min_hold_s=600,
+              policy={"billing_unit": HOUR, "return_window": 600},
+              behaviour={"lead_time": {"min": 20, "max": 200}, "capacity_error_rate": 0.2}),
+        hosts("spot", priority=10, price=0.3, behaviour={"lead_time": {"median": 90, "sigma": 0.5},
+                                                         "reclaim_rate": 1.5, "fail_rate": 0.2}),
+        hosts("slow", priority=10, price=0.9, ncpus=16, behaviour={"lead_time": 300, "transient_rate": 0.3}),
+        units("lic", behaviour={"lead_time": {"min": 5, "max": 40}}),
+        resources=[{"name": "vcs", "elastic": True, "base": 3, "provider": "lic"}],
+        policy={"idle_time": "4m", "cooldown": "1m", "backoff_max": "8m"},
+        budget={"max_cost_per_hour": 25.0},
+    )
+    steps = [{"time": 0, "items": [batch(5), batch(2, item="big", ncpus=16),
+                                   {"id": "l", "kind": "units", "resource": "vcs", "count": 6}]}]
+    wants = [9, 3, 12, 0, 7, 2, 11, 4, 0, 6]
+    for k, want in enumerate(wants, start=1):
+        step = {"time": k * 900, "items": [{"id": "batch", "count": want}, {"id": "l", "count": (k * 5) % 11}]}
+        if k == 4:
+            step["failover"] = ["spot"]
+        if k == 6:
+            step["hosts"] = [{"provider": "spot", "event": "lost", "count": 1}]
+        steps.append(step)
+    steps.append({"time": (len(wants) + 2) * 900})
+    return cfg, trace(*steps)
+
+
+def _moves(engine):
+    """Every order as (when, provider, action, what, count, which machines or grants by their time)."""
+    out = []
+    for o in engine.p.orders.values():
+        grants = tuple(sorted(engine.p.grants[g].granted_at for g in o.order.grants))
+        out.append((o.at, o.provider, o.order.action, o.order.template or o.order.resource, o.order.count,
+                    tuple(sorted(o.order.machines)), grants))
+    return sorted(out)
+
+
+def _chosen(engine):
+    return [(d.at, d.decision.item, [(c.provider, c.count) for c in d.decision.chosen])
+            for d in engine.p.decisions if d.decision.chosen]
+
+
+def test_planning_only_when_something_changed_orders_as_planning_at_every_tick():
+    cfg, tr = _busy_story()
+    shortcut, fast = simulate(cfg, tr)
+    plain, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    assert len(_moves(fast)) > 20, "the story should keep the planner busy"
+    assert _moves(fast) == _moves(slow)
+    assert _chosen(fast) == _chosen(slow)
+    for key in ("planning_rounds", "facts"):
+        shortcut.pop(key)
+        plain.pop(key)
+    assert shortcut == plain
+    assert fast.rounds * 5 < slow.rounds
+
+
+def test_the_trimmed_view_decides_as_the_whole_projection():
+    cfg, tr = _busy_story()
+    trimmed, a = simulate(cfg, tr)
+    whole, b = simulate(cfg, tr, trim=False)
+    assert _moves(a) == _moves(b)
+    assert trimmed == whole
+    assert len(a.view.requests) < len(b.p.requests)

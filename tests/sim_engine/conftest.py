@@ -1,1 +1,0 @@
-from tests.integration.conftest import start_daemon  # noqa: F401  (the fixture, for the live comparison)

@@ -1,0 +1,331 @@
+"""Real daemon processes on one SQLite controller, simulated clouds, and the invariants they must keep.
+
+Every drill ends by checking the same promise: what the simulated provider
+holds is exactly what the facts say, every machine it ever made is known to
+the facts, and nothing was made twice for one need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from messages.demand import DemandSnapshot, HostItem, UnitItem
+from persistence.controller import open_controller, sqlite_path
+from persistence.port import Controller
+from persistence.replay import replay
+from provisioner.demo import SIM_SCRIPT
+from tests.support.daemons import sim_call, wait_until
+
+HOSTS_SIM = {"kind": "hosts", "seed": 5, "name_prefix": "h", "priority": 10, "cost_per_hour": 0.5, "lead_time": 0.3,
+             "templates": [{"id": "small", "max_number": 20, "attributes": {"type": "X86_64", "ncpus": 8}}]}
+UNITS_SIM = {"kind": "units", "seed": 5, "priority": 5, "lead_time": 0.3,
+             "pools": [{"resource": "vcs", "capacity": 20, "cost_per_unit_hour": 2.0}]}
+
+
+#: Seconds every drill script may take.
+SCRIPT_TIMEOUT = 10
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (each daemon serves its own API)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """The shared parts: a controller file and the simulated clouds both daemons talk to."""
+
+    def __init__(self, tmp: Path, ttl: float = 2.0, url: str | None = None, **policy: Any) -> None:
+        self.tmp = tmp
+        self.url = url or f"sqlite:///{tmp / 'state.db'}"
+        self.ttl = ttl
+        # The drills' scheduler keeps its demand as first put (it does not lower it as supply
+        # arrives), so granted supply must count as in flight for the whole drill, however slow
+        # the machine: a grace shorter than a drill would rightly order the same need again.
+        self.policy = {"poll_every": "0.1s", "plan_every": "0.1s", "idle_time": "0s", "join_grace": "10m",
+                       "cooldown": "1s", "backoff_max": "0.5s", **policy}
+        self.sims = {"hosts": HOSTS_SIM, "units": UNITS_SIM}
+        for name, sim in self.sims.items():
+            folder = tmp / name
+            folder.mkdir()
+            (folder / "sim.json").write_text(json.dumps(sim))
+        self.c: Controller = open_controller(self.url)
+        self.procs: list[Daemon] = []
+
+    def provider(self, name: str, caller: str) -> dict:
+        """The provider entry of one daemon: a wrapper that logs who ran what, then the simulator."""
+        folder = self.tmp / name
+        wrapper = folder / f"run-{caller}"
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'echo "{caller} $1 $PROVISIONER_TOKEN $(date +%s.%N)" >> "{folder}/calls.log"\n'
+            f'echo "{caller} $1 $PROVISIONER_DEADLINE" >> "{folder}/deadlines.log"\n'
+            f'exec "{SIM_SCRIPT}" "$@"\n'
+        )
+        wrapper.chmod(0o755)
+        env = folder / f"{caller}.env"
+        env.write_text(f"SIM_CONFIG={folder / 'sim.json'}\nSIM_STATE_DIR={folder / 'state'}\n")
+        env.chmod(0o600)
+        return {"name": name, "kind": self.sims[name]["kind"], "env_file": str(env),
+                "script": {"style": "v2", "path": str(wrapper), "timeout": f"{SCRIPT_TIMEOUT}s"}}
+
+    def config(self, instance: str) -> Path:
+        cfg = {
+            "instance": {"id": instance, "serves": list(self.sims), "planner": True},
+            "controller": {"url": self.url},
+            "api": {"listen": f"127.0.0.1:{free_port()}"},
+            "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{self.ttl / 4}s"},
+            "policy": self.policy,
+            "providers": [self.provider(n, instance) for n in self.sims],
+            "resources": [{"name": "vcs", "elastic": True, "base": 0, "provider": "units"}],
+            "home": str(self.tmp / f"home-{instance}"),
+        }
+        path = self.tmp / f"{instance}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+    def start(self, instance: str, failpoints: str = "") -> "Daemon":
+        d = Daemon(self, instance, failpoints)
+        self.procs.append(d)
+        return d
+
+    @contextmanager
+    def between_writes(self) -> Iterator[None]:
+        """Hold the SQLite file's write lock, so no daemon is inside a write transaction meanwhile.
+
+        A process frozen inside a write transaction keeps the file's lock, and
+        every other process on the host waits for it (docs/recovery.md): a
+        drill that freezes an owner to see a standby take over freezes it
+        between two of its writes.
+        """
+        if not self.url.startswith("sqlite://"):
+            yield
+            return
+        conn = sqlite3.connect(sqlite_path(self.url), timeout=30, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        for d in self.procs:
+            d.kill()
+        self.c.close()
+
+    def tails(self, lines: int = 80) -> str:
+        """What each daemon said last: drill fixtures print it, and pytest shows it when a drill fails."""
+        return "\n".join(f"----- last lines of daemon {d.instance} -----\n" + "\n".join(d.text().splitlines()[-lines:])
+                         for d in self.procs)
+
+    # --- what the world looks like ----------------------------------------------
+
+    def state(self):
+        return replay(self.c)
+
+    def sim_state(self, name: str) -> dict:
+        return sim_call(self.tmp / name, "admin", None, "dump")
+
+    def calls(self, name: str) -> list[tuple[str, str, str, float]]:
+        log = self.tmp / name / "calls.log"
+        if not log.exists():
+            return []
+        rows = [line.split() for line in log.read_text().splitlines()]
+        return [(r[0], r[1], r[2] if len(r) > 3 else "", float(r[-1])) for r in rows]
+
+    def decided_after(self, name: str, caller: str, moment: float) -> list[tuple[str, int]]:
+        """Calls of ``caller`` the daemon decided on after ``moment``, as (action, deadline).
+
+        The runner sets PROVISIONER_DEADLINE (whole seconds) when it builds a call, before
+        it asks the lease mandate, so a call decided at t has deadline floor(t + SCRIPT_TIMEOUT).
+        When a call starts says less: one decided just before a freeze may start after the thaw.
+        """
+        log = self.tmp / name / "deadlines.log"
+        rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        return [(r[1], int(r[2])) for r in rows if r[0] == caller and int(r[2]) - SCRIPT_TIMEOUT > moment]
+
+    def owner(self, role: str) -> str | None:
+        lease = self.c.leases.get(role)
+        return lease.holder if lease else None
+
+    def join_running(self) -> None:
+        """Play the scheduler: every running host joins."""
+        for inst in self.state().instances.values():
+            if inst.state == "running":
+                self.c.post_host_event(inst.name, "joined", time.time())
+
+    def idle_all(self) -> None:
+        for inst in self.state().instances.values():
+            if inst.state in ("joined", "busy"):
+                self.c.post_host_event(inst.name, "idle", time.time())
+
+    def check(self, hosts_wanted: int | None = None, units_wanted: int | None = None) -> None:
+        """The invariants: the clouds hold exactly what the facts say; nothing unknown, nothing doubled."""
+        p = self.state()
+        machines = self.sim_state("hosts")["machines"]
+        known = {i.machine_id: i for i in p.instances.values() if i.provider == "hosts"}
+        unknown = sorted(set(machines) - set(known))
+        assert not unknown, f"machines the facts never learned of: {unknown}"
+        for mid, m in machines.items():
+            live = m["state"] in ("pending", "running")
+            inst = known[mid]
+            assert live == (inst.state not in ("returned", "lost", "failed")), \
+                f"{mid}: the cloud says {m['state']}, the facts say {inst.state}"
+        if hosts_wanted is not None:
+            assert len(machines) == hosts_wanted, \
+                f"{len(machines)} machines made for a need of {hosts_wanted}: something was requested twice"
+        grants = self.sim_state("units")["grants"]
+        held = sum(g["count"] for g in grants.values() if g["state"] in ("pending", "granted"))
+        ours = sum(g.count for g in p.grants.values() if g.state in ("granted", "return_planned", "returning"))
+        assert held == ours, f"the license pool lends {held}, the facts say {ours}"
+        if units_wanted is not None:
+            requests = [f"{g['requested']} {g['state']} token {g.get('token')}" for g in grants.values()]
+            facts = [(f.kind, f.payload) for f in self.c.read() if f.provider == "units" and f.kind != "usage_observed"]
+            assert sum(g["requested"] for g in grants.values()) == units_wanted, \
+                f"units requested twice: the pool lent {requests}; the facts: {facts}"
+
+
+class Daemon:
+    """One ``provisioner run`` process."""
+
+    def __init__(self, cluster: Cluster, instance: str, failpoints: str = "") -> None:
+        self.instance = instance
+        self.cluster = cluster
+        self.log = cluster.tmp / f"{instance}.log"
+        env = {**os.environ, "PROVISIONER_FAILPOINTS": failpoints}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "provisioner.cli", "--config", str(cluster.config(instance)), "run"],
+            stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_dead(self, timeout: float = 30.0) -> int:
+        wait_until(lambda: not self.alive(), timeout, f"daemon {self.instance} to die")
+        return self.proc.returncode
+
+    def stopped(self) -> bool:
+        """Whether every thread of the daemon is stopped (by SIGSTOP), as /proc tells."""
+        states = []
+        try:
+            tasks = os.listdir(f"/proc/{self.proc.pid}/task")
+        except FileNotFoundError:  # it died: not stopped, and the wait names the daemon when it gives up
+            return False
+        for task in tasks:
+            try:
+                stat = Path(f"/proc/{self.proc.pid}/task/{task}/stat").read_text()
+            except FileNotFoundError:  # a thread that just ended
+                continue
+            states.append(stat.rsplit(")", 1)[1].split()[0])
+        return bool(states) and all(state in ("T", "t") for state in states)
+
+    def signal(self, sig: int) -> None:
+        """SIGKILL the whole process group; freeze and thaw only the daemon itself.
+
+        Scripts run in process groups of their own either way. What stopping the
+        group would add is a script caught half-spawned (the child between
+        fork and exec is still in the daemon's group): it would start after the
+        thaw although its call was decided, under the lease, before the freeze.
+        """
+        if self.alive():
+            if sig == signal.SIGSTOP:
+                with self.cluster.between_writes():
+                    os.kill(self.proc.pid, sig)
+                    # The signal lands a moment later: until every thread has stopped, one
+                    # waiting for the write lock would take it as soon as it is let go.
+                    wait_until(self.stopped, timeout=10, what=f"daemon {self.instance} to stop")
+            elif sig == signal.SIGCONT:
+                os.kill(self.proc.pid, sig)
+            else:
+                os.killpg(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        if self.alive():
+            self.signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+# --- failover drills, run on each controller backend ----------------------------------
+
+ROLES = {"planner", "provider:hosts", "provider:units"}
+DEMAND = DemandSnapshot(items=[HostItem(id="d1", count=4), UnitItem(id="d2", resource="vcs", count=3)])
+
+
+def owned_by(cluster, instance):
+    return {lease.name for lease in cluster.c.leases.all() if lease.holder == instance}
+
+
+def met(cluster):
+    p = cluster.state()
+    running = sum(1 for i in p.instances.values() if i.state == "running")
+    granted = sum(g.count for g in p.grants.values() if g.state == "granted")
+    return running == 4 and granted == 3
+
+
+def owner_mid_flight_with_standby(cluster):
+    """Daemon a owns every role and has a request in flight; daemon b stands by."""
+    a = cluster.start("a")
+    wait_until(lambda: owned_by(cluster, "a") == ROLES, what="a to own everything")
+    b = cluster.start("b")
+    cluster.c.put_demand(DEMAND)
+    wait_until(lambda: any(r.state in ("submitted", "running") for r in cluster.state().requests.values()),
+               what="a request in flight")
+    return a, b
+
+
+def kill_9_the_owner(cluster) -> None:
+    """Drill 2: a standby takes over from an owner killed mid-flight and finishes the work."""
+    a, b = owner_mid_flight_with_standby(cluster)
+    a.signal(signal.SIGKILL)
+    killed = time.monotonic()
+    wait_until(lambda: owned_by(cluster, "b") == ROLES, timeout=cluster.ttl + 5, what="b to take over")
+    took_over = time.monotonic() - killed
+    assert took_over <= cluster.ttl + 1.0, f"takeover took {took_over:.2f}s, TTL is {cluster.ttl}s"
+    wait_until(lambda: met(cluster), timeout=30, what="the standby to meet the demand")
+    cluster.check(hosts_wanted=4, units_wanted=3)
+    assert b.alive()
+
+
+def pause_the_owner(cluster) -> None:
+    """Drill 3: an owner paused past its TTL wakes fenced out and acts no more."""
+    a, b = owner_mid_flight_with_standby(cluster)
+    frozen = time.time()
+    a.signal(signal.SIGSTOP)
+    wait_until(lambda: owned_by(cluster, "b") == ROLES, timeout=cluster.ttl + 5, what="b to take over")
+    taken = cluster.c.last_seq()
+    fences = {lease.name: lease.fence for lease in cluster.c.leases.all()}
+    wait_until(lambda: met(cluster), timeout=30, what="the standby to meet the demand")
+    # Keep a paused while b works; then wake it into a world that moved on.
+    a.signal(signal.SIGCONT)
+    wait_until(lambda: a.text().count("given up") >= 3, timeout=10, what="a to learn it lost its leases")
+    # Give a's threads time to try whatever they had queued; then judge what reached the world.
+    settle = time.monotonic()
+    wait_until(lambda: time.monotonic() - settle > 1.0, what="a moment")
+    late = [f for f in cluster.c.read(after=taken) if f.lease in fences and f.fence != fences[f.lease]]
+    assert not late, f"writes under a lost fence were accepted: {[(f.kind, f.lease, f.fence) for f in late]}"
+    for provider in ("hosts", "units"):
+        # A call decided just before the freeze may start after the thaw (docs/recovery.md);
+        # one decided after it would be a script run without the lease.
+        assert any(row[0] == "a" for row in cluster.calls(provider)), "a ran scripts before the freeze"
+        after_wake = cluster.decided_after(provider, "a", frozen)
+        assert not after_wake, f"a decided on scripts after waking without its lease: {after_wake}"
+    assert {lease.holder for lease in cluster.c.leases.all()} == {"b"}
+    cluster.check(hosts_wanted=4, units_wanted=3)
