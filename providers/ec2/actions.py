@@ -20,7 +20,7 @@ from providers.ec2.inventory import holdings, reclaims
 from providers.ec2.launch import launch_status, request
 from providers.ec2.request_ids import Launch, Termination, parse
 from providers.ec2.settings import Settings
-from providers.ec2.terminate import give_back, terminate, termination_status
+from providers.ec2.terminate import end, give_back, termination_status
 
 Action = Callable[[Settings, Clients, Any], dict[str, Any]]
 
@@ -44,20 +44,21 @@ def status(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
     by_token = _launched(settings, clients, [a.token for a in launches])
     seen = by_ids(clients, {i for a in returns for i in a.instance_ids})
     answers: list[dict[str, Any]] = []
-    still_up: list[str] = []
+    still_up: dict[str, list[str]] = {}
     for request_id, a in asked:
         if isinstance(a, Launch):
             answers.append(launch_status(settings, a, by_token.get(a.token, [])))
         elif isinstance(a, Termination):
             answer, up = termination_status(settings, clients, a, seen)
             answers.append(answer)
-            still_up += up
+            if up:
+                still_up.setdefault(a.token, []).extend(up)
         else:
             answers.append({"requestId": request_id, "status": "complete_with_error", "message": a.message,
                             "machines": []})
-    if still_up:
+    for token, ids in still_up.items():
         # Returns whose instances EC2 did not show when they were asked: finish them now.
-        terminate(clients, sorted(set(still_up)))
+        end(clients, sorted(set(ids)), token)
     return {"requests": answers}
 
 

@@ -9,7 +9,6 @@ is described rather than at the first launch, in the middle of a burst.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -52,21 +51,24 @@ def subnet_zones(settings: Settings, clients: Clients) -> dict[str, str]:
     try:
         subnets = clients.pages("describe_subnets", "Subnets", SubnetIds=wanted)
     except ClientError as exc:
-        if aws_code(exc).startswith("InvalidSubnetID"):
-            raise ProviderError(CONFIG, _missing_subnet(settings, str(exc))) from None
-        raise
+        if not aws_code(exc).startswith("InvalidSubnetID"):
+            raise
+        subnets = []
     zones = {s["SubnetId"]: s["AvailabilityZone"] for s in subnets}
     for i, t in enumerate(settings.templates):
         for j, s in enumerate(t.subnets):
-            if s not in zones:
+            if s not in zones and not _exists(clients, s, zones):
                 raise ProviderError(CONFIG, f"templates[{i}].subnets[{j}]: {s} does not exist in {settings.region}")
     return zones
 
 
-def _missing_subnet(settings: Settings, text: str) -> str:
-    named = set(re.findall(r"subnet-[0-9A-Za-z]+", text))
-    for i, t in enumerate(settings.templates):
-        for j, s in enumerate(t.subnets):
-            if s in named:
-                return f"templates[{i}].subnets[{j}]: {s} does not exist in {settings.region}"
-    return f"templates: a subnet does not exist in {settings.region}"
+def _exists(clients: Clients, subnet: str, zones: dict[str, str]) -> bool:
+    """Asked one at a time once a call for all failed: the error of a call for several may not say which."""
+    try:
+        found = clients.pages("describe_subnets", "Subnets", SubnetIds=[subnet])
+    except ClientError as exc:
+        if aws_code(exc).startswith("InvalidSubnetID"):
+            return False
+        raise
+    zones.update({s["SubnetId"]: s["AvailabilityZone"] for s in found})
+    return subnet in zones

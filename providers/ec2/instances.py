@@ -17,6 +17,8 @@ from providers.ec2.settings import Settings
 CLUSTER_TAG = "provisioner:cluster"
 TOKEN_TAG = "provisioner:token"
 TEMPLATE_TAG = "provisioner:template"
+#: Set on an instance just before we terminate it: the token of the return.
+RETURN_TAG = "provisioner:return"
 #: EC2 takes at most 200 values in one filter.
 FILTER_VALUES = 200
 #: States in which an instance exists for us: it costs (or, stopped, still holds its disks).

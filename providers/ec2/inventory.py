@@ -21,6 +21,7 @@ from providers.ec2.errors import aws_code
 from providers.ec2.inputs import ListIn, ReclaimsIn, read
 from providers.ec2.instances import (
     HELD_STATES,
+    RETURN_TAG,
     TEMPLATE_TAG,
     by_ids,
     cluster_filter,
@@ -66,7 +67,9 @@ def reclaims(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
     """The machines among those given that EC2 ended or is about to end.
 
     A machine EC2 does not show is not reported: just after a launch that is
-    normal, and the daemon's ``list`` catches one that stays away.
+    normal, and the daemon's ``list`` catches one that stays away. Nor is one
+    we are returning (tagged ``provisioner:return``): its end is ours, and the
+    daemon follows it through the return's ``status``.
     """
     req = read(ReclaimsIn, doc)
     given = {m.machine_id: m.name for m in req.machines if m.machine_id}
@@ -75,7 +78,7 @@ def reclaims(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
     spot: dict[str, str] = {}
     for mid, name in given.items():
         i = seen.get(mid)
-        if i is None:
+        if i is None or RETURN_TAG in tags(i):
             continue
         st = state(i)
         if st in GONE_STATES:

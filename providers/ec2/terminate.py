@@ -12,6 +12,11 @@ the return was asked (``CONSISTENCY_GRACE_S``) is taken as gone for good.
 Only instances tagged with this cluster are ever terminated: an id the
 daemon hands in by mistake, or an instance someone re-tagged, is left alone
 and reported as a failed return.
+
+Before it is terminated, an instance is tagged ``provisioner:return=TOKEN``:
+that is how ``reclaims`` tells an instance we ended from one that ended
+behind our back, when the two cross (the daemon checks for reclaims while a
+return of the same host is under way).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from providers.ec2.inputs import MachineRef, ReturnIn, read
 from providers.ec2.instances import (
     CLUSTER_TAG,
     ENDING_STATES,
+    RETURN_TAG,
     Instance,
     by_ids,
     cluster_filter,
@@ -54,7 +60,7 @@ def give_back(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
     ending = [i for i in ids if i in seen and ours(seen[i], settings) and state(seen[i]) in ENDING_STATES]
     live = [i for i in ids if i in seen and ours(seen[i], settings) and state(seen[i]) not in ENDING_STATES]
     unseen = [i for i in ids if i not in seen]
-    not_found = terminate(clients, live)
+    not_found = end(clients, live, req.token)
     said = [f"terminating {len(live) - len(not_found)}"]
     if ending:
         said.append(f"{len(ending)} already ending")
@@ -83,22 +89,32 @@ def resolve(settings: Settings, clients: Clients, machines: list[MachineRef]) ->
     return list(dict.fromkeys(ids))
 
 
-def terminate(clients: Clients, ids: list[str]) -> list[str]:
-    """Terminate ``ids``; answer the ids EC2 said it does not know (yet), which it did not terminate."""
+def end(clients: Clients, ids: list[str], token: str) -> list[str]:
+    """Tag ``ids`` as returned under ``token``, then terminate them.
+
+    Answers the ids EC2 said it does not know (yet): those are neither tagged
+    nor terminated, and are left for ``status`` to finish.
+    """
+    tag = [{"Key": RETURN_TAG, "Value": token}]
+    not_found = _known_only(clients, "create_tags", "Resources", ids, Tags=tag)
+    tagged = [i for i in ids if i not in not_found]
+    return not_found + _known_only(clients, "terminate_instances", "InstanceIds", tagged)
+
+
+def _known_only(clients: Clients, operation: str, ids_param: str, ids: list[str], **params: Any) -> list[str]:
+    """Call ``operation`` on ``ids``, leaving out those EC2 says it does not know; answer those."""
     not_found: list[str] = []
     for start in range(0, len(ids), TERMINATE_BATCH):
         batch = ids[start:start + TERMINATE_BATCH]
         while batch:
             try:
-                clients.call("terminate_instances", InstanceIds=batch)
+                clients.call(operation, **{ids_param: batch}, **params)
                 break
             except ClientError as exc:
                 if aws_code(exc) != "InvalidInstanceID.NotFound":
                     raise
-                # The error names the unknown ids; the others were not terminated either: try again without.
-                named = set(re.findall(r"i-[0-9a-zA-Z]+", str(exc))) & set(batch)
-                if not named:
-                    named = set(batch)
+                # The error names the unknown ids; the call did nothing: again without them.
+                named = set(re.findall(r"i-[0-9a-zA-Z]+", str(exc))) & set(batch) or set(batch)
                 not_found += [i for i in batch if i in named]
                 batch = [i for i in batch if i not in named]
     return not_found

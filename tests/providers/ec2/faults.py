@@ -13,8 +13,9 @@ yet just after a launch. The proxy adds exactly that, at the wire, so the real
   RunInstances answer) is shown ``pending`` rather than ``running``;
 - ``shutting_down_s``: an instance terminated through the proxy less than
   this ago is shown ``shutting-down`` rather than ``terminated``;
-- ``invisible_s``: an instance younger than this is absent from
-  DescribeInstances, and TerminateInstances says ``InvalidInstanceID.NotFound``.
+- ``hide(ids)`` / ``show(ids)``: a hidden instance is absent from
+  DescribeInstances, and TerminateInstances and CreateTags say
+  ``InvalidInstanceID.NotFound``, as EC2 does for a moment after a launch.
 
 ``calls`` records (action, parameters) of every call, forwarded or failed.
 """
@@ -50,13 +51,12 @@ class Rule:
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, pending_s: float = 0.0, shutting_down_s: float = 0.0,
-                 invisible_s: float = 0.0) -> None:
+    def __init__(self, upstream: str, pending_s: float = 0.0, shutting_down_s: float = 0.0) -> None:
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.pending_s = pending_s
         self.shutting_down_s = shutting_down_s
-        self.invisible_s = invisible_s
+        self.hidden: set[str] = set()
         self.rules: list[Rule] = []
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.launched: dict[str, float] = {}
@@ -92,6 +92,14 @@ class FaultProxy:
         with self.lock:
             self.rules.append(Rule(action, code, status, when or {}, times, message))
 
+    def hide(self, *ids: str) -> None:
+        with self.lock:
+            self.hidden.update(ids)
+
+    def show(self, *ids: str) -> None:
+        with self.lock:
+            self.hidden.difference_update(ids)
+
     def clear(self) -> None:
         with self.lock:
             self.rules.clear()
@@ -112,12 +120,12 @@ class FaultProxy:
             rule = next((r for r in self.rules if r.matches(action, params)), None)
             if rule is not None and rule.times is not None:
                 rule.times -= 1
-            young = {i for i, at in self.launched.items() if now - at < self.invisible_s}
+            hidden = set(self.hidden)
         if rule is not None:
             return self._error(h, rule.status, rule.code, rule.message)
-        asked = [v for k, v in params.items() if k.startswith("InstanceId.")]
-        if action == "TerminateInstances" and young & set(asked):
-            unknown = ", ".join(sorted(young & set(asked)))
+        asked = [v for k, v in params.items() if k.startswith(("InstanceId.", "ResourceId."))]
+        if action in ("TerminateInstances", "CreateTags") and hidden & set(asked):
+            unknown = ", ".join(sorted(hidden & set(asked)))
             return self._error(h, 400, "InvalidInstanceID.NotFound", f"The instance IDs '{unknown}' do not exist")
         status, headers, data = self._forward(h, body)
         if status == 200 and action in ("RunInstances", "DescribeInstances", "TerminateInstances"):
@@ -175,7 +183,7 @@ class FaultProxy:
                         instances = res.find(_q("instancesSet"))
                         for item in list(instances) if instances is not None else []:
                             iid = item.findtext(_q("instanceId")) or ""
-                            if now - self.launched.get(iid, 0.0) < self.invisible_s:
+                            if iid in self.hidden:
                                 instances.remove(item)
                                 continue
                             self._hold(item.find(_q("instanceState")), iid, now, ns)

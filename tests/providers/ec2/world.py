@@ -106,7 +106,8 @@ class World:
     def env(self) -> dict[str, str]:
         """What the provider's env_file holds: settings, endpoint, credentials."""
         return {"EC2_PROVIDER_CONFIG": str(self.settings_path), "AWS_ENDPOINT_URL": self.proxy.url,
-                "AWS_EC2_METADATA_DISABLED": "true", **CREDENTIALS}
+                "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(self.folder / "no-aws-config"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(self.folder / "no-aws-credentials"), **CREDENTIALS}
 
     def run(self, action: str, doc: dict[str, Any], token: str | None = None, timeout: float = 30) -> Run:
         """``provisioner-ec2 ACTION -f INPUT`` with the environment the daemon gives a script, no more."""
@@ -136,15 +137,18 @@ class World:
         return [i for i in self.instances() if i["State"]["Name"] not in ("shutting-down", "terminated")]
 
 
-def wait_for(predicate: Any, timeout: float, what: str, every: float = 0.2) -> Any:
-    """Poll until ``predicate()`` is truthy; fail naming ``what`` after ``timeout`` seconds."""
+def wait_for(predicate: Any, timeout: float, what: str, every: float = 0.2, tell: Any = None) -> Any:
+    """Poll until ``predicate()`` is truthy; fail naming ``what`` after ``timeout`` seconds.
+
+    ``tell()``, when given, is added to the failure: what a daemon logged by then.
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f"\n{tell()}" if tell else ""))
         time.sleep(every)
 
 
