@@ -129,12 +129,15 @@ def load(env: Any = None) -> Settings:
 
 
 def load_file(path: Path) -> Settings:
+    """The settings in ``path``. Messages name the file by its base name only: the daemon masks every
+    env_file value in what it records, so the full path (the value of ``EC2_PROVIDER_CONFIG``) would
+    show as ``***`` there."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ProviderError(CONFIG, f"{path}: cannot read the settings file: {exc.strerror}") from None
+        raise ProviderError(CONFIG, f"{ENV}={path}: cannot read the settings file: {exc.strerror}") from None
     except UnicodeDecodeError:
-        raise ProviderError(CONFIG, f"{path}: the settings file is not UTF-8") from None
+        raise ProviderError(CONFIG, f"{path.name}: the settings file is not UTF-8") from None
     return parse(text, path)
 
 
@@ -146,13 +149,13 @@ def parse(text: str, path: Path) -> Settings:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not YAML or JSON"
-        raise ProviderError(CONFIG, f"{path}{where}: {problem}") from None
+        raise ProviderError(CONFIG, f"{path.name}{where}: {problem}") from None
     if not isinstance(doc, dict):
-        raise ProviderError(CONFIG, f"{path}: expected a mapping of settings (region, cluster, templates)")
+        raise ProviderError(CONFIG, f"{path.name}: expected a mapping of settings (region, cluster, templates)")
     try:
         settings = Settings.model_validate(doc)
     except ValidationError as exc:
-        raise ProviderError(CONFIG, f"{path}: {_settings_error(exc)}") from None
+        raise ProviderError(CONFIG, f"{path.name}: {_settings_error(exc)}") from None
     for i, t in enumerate(settings.templates):
         t._user_data = _user_data(t, i, path)
     return settings
@@ -168,7 +171,7 @@ def _user_data(t: TemplateSettings, i: int, settings_file: Path) -> bytes | None
     """The file's bytes; a relative path is taken from the settings file's folder, as the daemon does."""
     if t.user_data_file is None:
         return None
-    where = f"{settings_file}: templates[{i}].user_data_file"
+    where = f"{settings_file.name}: templates[{i}].user_data_file"
     path = Path(t.user_data_file).expanduser()
     path = path if path.is_absolute() else settings_file.parent / path
     try:
