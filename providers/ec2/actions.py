@@ -15,7 +15,7 @@ from providers.ec2.clients import Clients
 from providers.ec2.describe import describe
 from providers.ec2.errors import ProviderError
 from providers.ec2.inputs import StatusIn, read
-from providers.ec2.instances import TOKEN_TAG, FILTER_VALUES, Instance, by_ids, cluster_filter, find, tags
+from providers.ec2.instances import FILTER_VALUES, TOKEN_TAG, Instance, by_ids, cluster_filter, find, tags
 from providers.ec2.inventory import holdings, reclaims
 from providers.ec2.launch import launch_status, request
 from providers.ec2.request_ids import Launch, Termination, parse

@@ -114,5 +114,6 @@ def spot_notices(clients: Clients, spot: dict[str, str]) -> list[tuple[str, floa
         noticed = status.get("UpdateTime")
         if isinstance(noticed, datetime):
             grace = max(0.0, SPOT_NOTICE_S - (clients.clock() - noticed.timestamp()))
-        out.append((mid, round(grace), f"spot interruption: {status.get('Code')}: {status.get('Message', '')}".rstrip(": ")))
+        said = f"spot interruption: {status.get('Code')}: {status.get('Message', '')}".rstrip(": ")
+        out.append((mid, round(grace), said))
     return out

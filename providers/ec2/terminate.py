@@ -144,7 +144,8 @@ def termination_status(settings: Settings, clients: Clients, ask: Termination,
     if going:
         status, message = "running", f"{going} of {len(machines)} instances not terminated yet"
     elif failed:
-        status, message = "complete_with_error", f"{len(failed)} of {len(machines)} not returned: {failed[0]['message']}"
+        status = "complete_with_error"
+        message = f"{len(failed)} of {len(machines)} not returned: {failed[0]['message']}"
     else:
         status, message = "complete", f"{len(machines)} instances terminated"
     return {"requestId": str(ask), "status": status, "message": message, "machines": machines}, still_up

@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+
 def _namespace(root: ET.Element) -> str:
     """``{uri}`` of the document's default namespace (moto and EC2 spell the version URI differently)."""
     return root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""

@@ -158,7 +158,8 @@ def test_a_kill_during_run_instances_then_a_restart_makes_one_set_of_instances(d
     assert requests[0]["provider_request_id"] == f"run:{requests[0]['id']}:2"
     assert len(world.proxy.actions("RunInstances")) == 1, "the repeated token found its instances by tag"
     assert len(world.instances()) == 2, "the repeat launched a second set"
-    assert sorted(i["InstanceId"] for i in world.instances()) == sorted(h["machine_id"] for h in daemon.hosts("running"))
+    held = sorted(h["machine_id"] for h in daemon.hosts("running"))
+    assert sorted(i["InstanceId"] for i in world.instances()) == held
 
 
 def test_an_instance_of_ours_unknown_to_the_facts_is_returned_as_an_orphan(daemon):

@@ -149,7 +149,10 @@ def test_an_instance_terminated_behind_our_back_shows_in_reclaims(world):
     assert [m["status"] for m in machines] == ["running"] * 3
     gone, returned, kept = machines
     world.moto.ec2().terminate_instances(InstanceIds=[gone["machineId"]])
-    answer(world, "return", {"token": "ret-reclaim", "machines": [returned]}, token="ret-reclaim")
+    first = answer(world, "return", {"token": "ret-reclaim", "machines": [returned]}, token="ret-reclaim")
+    again = answer(world, "return", {"token": "ret-reclaim", "machines": [returned]}, token="ret-reclaim")
+    assert first["message"] == "terminating 1" and again["message"] == "terminating 0; 1 already ending", \
+        "a repeated return token is the same call: nothing more is ended"
     # The daemon asks about the hosts it held before the return: the one we ended ourselves is no reclaim.
     held = [{"name": m["name"], "machineId": m["machineId"]} for m in machines]
     out = answer(world, "reclaims", {"machines": held})

@@ -69,7 +69,8 @@ def test_scrub_masks_credentials_and_key_ids():
 def test_the_authorization_blob_is_not_repeated():
     exc = ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "You are not authorized to perform "
                        "this operation. Encoded authorization failure message: AbCdEf123"}}, "RunInstances")
-    assert errors.describe(exc) == "RunInstances: UnauthorizedOperation: You are not authorized to perform this operation."
+    said = errors.describe(exc)
+    assert said == "RunInstances: UnauthorizedOperation: You are not authorized to perform this operation."
 
 
 def test_request_ids_round_trip_and_name_the_bad_one():
