@@ -32,6 +32,7 @@ def describe(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
         out["priority"] = settings.priority
     if settings.capacity is not None:
         out["capacity"] = settings.capacity
+    spread = []
     for t in settings.templates:
         entry: dict[str, Any] = {"id": t.id, "max_number": t.max_number, "attributes": dict(t.attributes)}
         if t.price_per_hour is not None:
@@ -40,8 +41,9 @@ def describe(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
         in_zones = sorted({zones[s] for s in t.subnets})
         if len(in_zones) == 1:
             entry["zone"] = in_zones[0]
+        spread.append(f"{t.id} in {', '.join(in_zones)}")
         out["templates"].append(entry)
-    out["message"] = f"{len(settings.templates)} templates in {settings.region} for cluster {settings.cluster}"
+    out["message"] = f"cluster {settings.cluster}: " + "; ".join(spread)
     return out
 
 

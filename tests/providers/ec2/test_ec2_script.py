@@ -50,6 +50,7 @@ def test_lifecycle_request_running_return_terminated(request, lag):
     assert [t["id"] for t in described["templates"]] == [TEMPLATE]
     assert described["templates"][0]["cost_per_hour"] == 0.68
     assert "zone" not in described["templates"][0], "a template over two zones has no single zone"
+    assert described["message"] == f"cluster {world.cluster}: {TEMPLATE} in us-east-1a, us-east-1b"
 
     rid = launch(world, "req-life")
     seen: list[dict[str, Any]] = []

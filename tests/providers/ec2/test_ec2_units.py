@@ -163,3 +163,26 @@ def test_no_retry_that_would_outlive_the_deadline():
     with pytest.raises(ClientError):
         clients.call("describe_instances")
     assert len(ec2.calls) == 1
+
+
+def test_describe_gives_a_zone_to_a_template_of_one_zone_only():
+    from providers.contract import parse_output
+    from providers.ec2.describe import describe
+
+    class Subnets:
+        def describe_subnets(self, **params: Any) -> dict[str, Any]:
+            zones = {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}
+            return {"Subnets": [{"SubnetId": s, "AvailabilityZone": zones[s]} for s in params["SubnetIds"]]}
+
+    settings = parse_settings(
+        "region: us-east-1\ncluster: prod-a\npriority: 7\ncapacity: 40\ntemplates:\n"
+        "  - {id: one, instance_type: m6i.large, image_id: ami-1, subnets: [subnet-a], max_number: 5,"
+        " price_per_hour: 0.1}\n"
+        "  - {id: two, instance_type: m6i.large, image_id: ami-1, subnets: [subnet-a, subnet-b], max_number: 5}\n",
+        Path("/nonexistent/ec2.yaml"))
+    out = describe(settings, Clients(ec2=Subnets()), {})
+    parsed = parse_output("v2", "hosts", "describe", out, provider="aws")
+    one, two = parsed.templates
+    assert (one.zone, one.cost_per_hour) == ("us-east-1a", 0.1)
+    assert (two.zone, two.cost_per_hour) == (None, None)
+    assert (parsed.priority, parsed.capacity, parsed.region) == (7, 40, "us-east-1")
