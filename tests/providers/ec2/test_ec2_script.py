@@ -116,11 +116,12 @@ def test_a_spot_capacity_error_also_moves_on(world):
     doc = world.settings()
     doc["templates"][0]["market"] = "spot"
     world.write_settings(doc)
-    world.proxy.fail("RunInstances", "InsufficientInstanceCapacity", 500, when={"SubnetId": world.moto.subnets[0]})
+    world.proxy.fail("RunInstances", "InsufficientInstanceCapacity", 500, when={"SubnetId": world.moto.subnets[0]},
+                     message="There is no Spot capacity available that matches your request.")
     launch(world, "req-spot", count=1)
     call = world.proxy.actions("RunInstances")[-1]
     assert call["InstanceMarketOptions.MarketType"] == "spot"
-    assert [i["InstanceLifecycle"] for i in world.instances()] == ["spot"]
+    assert [(i["InstanceLifecycle"], i["SubnetId"]) for i in world.instances()] == [("spot", world.moto.subnets[1])]
 
 
 def test_throttling_is_retried_and_then_exits_75(world):
