@@ -1,0 +1,33 @@
+"""Fixtures of the EC2 provider tests: one moto server for the session, a world per test."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from tests.providers.ec2.faults import FaultProxy
+from tests.providers.ec2.world import Moto, World, start_moto
+
+
+@pytest.fixture(scope="session")
+def moto() -> Iterator[Moto]:
+    m = start_moto()
+    yield m
+    m.server.stop()
+
+
+@pytest.fixture
+def world(moto: Moto, tmp_path) -> Iterator[World]:
+    """A fresh cluster, behind a proxy that adds no fault until told to."""
+    proxy = FaultProxy(moto.url).start()
+    yield World(moto=moto, folder=tmp_path, proxy=proxy)
+    proxy.stop()
+
+
+@pytest.fixture
+def lagging(moto: Moto, tmp_path) -> Iterator[World]:
+    """A fresh cluster behind a proxy that holds pending and shutting-down for 2 s, as AWS does."""
+    proxy = FaultProxy(moto.url, pending_s=2.0, shutting_down_s=2.0).start()
+    yield World(moto=moto, folder=tmp_path, proxy=proxy)
+    proxy.stop()
