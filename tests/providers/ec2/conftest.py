@@ -6,8 +6,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.providers.ec2.faults import FaultProxy
-from tests.providers.ec2.world import Moto, World, start_moto
+from tests.support.ec2.faults import FaultProxy
+from tests.support.ec2.world import Moto, World, start_moto
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,8 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from tests.providers.ec2.faults import FaultProxy
-from tests.providers.ec2.world import SCRIPT, Moto, World, env_lines, wait_for
+from tests.support.ec2.faults import FaultProxy
+from tests.support.ec2.world import SCRIPT, Moto, World, env_lines, wait_for
 
 pytestmark = pytest.mark.slow
 

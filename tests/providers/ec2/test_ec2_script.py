@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from providers.contract import parse_output
-from tests.providers.ec2.world import CREDENTIALS, World, wait_for
+from tests.support.ec2.world import CREDENTIALS, World, wait_for
 
 TEMPLATE = "c6i-4x"
 OURS = {"provisioner-provider": "aws"}

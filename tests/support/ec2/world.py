@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import yaml
 
-from tests.providers.ec2.faults import FaultProxy
+from tests.support.ec2.faults import FaultProxy
 
 REGION = "us-east-1"
 #: The executable the package installs, beside the interpreter running the tests.
