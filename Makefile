@@ -17,6 +17,7 @@ run: $(STAMP)
 	$(VENV)/bin/provisioner run
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports --no-cache   # the layers of the house (pyproject.toml)
 	$(PY) -m pytest
 
 # The bench extra (scipy: the LP bound of packing) is for benchmarks only, not the daemon.

@@ -16,11 +16,11 @@ beside the state machines (``messages/states.py``), which ``owner`` reads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from config.models import PolicyConfig, ResourceConfig
-from messages.facts import LeaseChanged
+from messages.facts import LeaseChanged, Payload
 from messages.states import REQUEST
 from owner.calls import CallDone, Carry, Poll
 from owner.effects import Effects
@@ -31,19 +31,42 @@ from owner.scans import Sightings, scan
 from owner.settings import OwnerSettings
 from owner.step import answer, step
 from owner.units import read_usage, totals
+from persistence.projection import Projection
 from policy.retry import backoff
 from sim.calls import SimCalls
 from sim.cloud import Cloud
-
-if TYPE_CHECKING:
-    from sim.engine import Engine
+from sim.config import SimConfig
 
 #: The owner looks for reclaims every this many polls.
 SCAN_EVERY_POLLS = 12
 
 
+class World(Protocol):
+    """What an owner needs of the simulator: its clock, its log, and the cluster's side of a host."""
+
+    now: float
+    quantum: float
+    #: facts written so far (the seq of the last one)
+    facts: int
+    p: Projection
+    cfg: SimConfig
+
+    def at(self, t: float, fn: Callable[..., None], *args: Any, prio: int = 0) -> None: ...
+
+    def grid(self, t: float, every: float) -> float: ...
+
+    def new_id(self, prefix: str) -> str: ...
+
+    def write(self, provider: str, payloads: Sequence[Payload], ids: Sequence[str | None] | None = None,
+              lease: tuple[str, int] = ("", 0)) -> None: ...
+
+    def reclaimed(self, key: str) -> None: ...
+
+    def license_in_use(self, resource: str) -> int: ...
+
+
 class Owner:
-    def __init__(self, engine: Engine, cloud: Cloud, policy: PolicyConfig, resources: Sequence[ResourceConfig]) -> None:
+    def __init__(self, engine: World, cloud: Cloud, policy: PolicyConfig, resources: Sequence[ResourceConfig]) -> None:
         self.e = engine
         self.cloud = cloud
         self.name = cloud.desc.name

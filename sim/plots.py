@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -18,8 +17,7 @@ matplotlib.use("Agg")
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
 import matplotlib.pyplot as plt  # noqa: E402
 
-if TYPE_CHECKING:
-    from sim.report import Result
+from sim.result import Result
 
 #: Providers drawn by name per panel; the rest are summed as "others".
 SHOWN = 8

@@ -15,24 +15,18 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from sim.config import ConfigError, ConfigIssue, SimConfig, with_settings
-from sim.engine import Engine, run
+from sim.config import ConfigError, ConfigIssue, with_settings
+from sim.engine import run
+from sim.result import Result, Variant
 from sim.trace import Trace
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    settings: tuple[str, ...]
 
 
 def variants(base: list[str], compare: list[str]) -> list[Variant]:
@@ -46,14 +40,6 @@ def variants(base: list[str], compare: list[str]) -> list[Variant]:
             raise ConfigError([ConfigIssue("--compare", None, "", f"{spec!r}: the name {name!r} is taken")])
         out.append(Variant(name, tuple(base) + tuple(s.strip() for s in rest.split(","))))
     return out
-
-
-@dataclass
-class Result:
-    variant: Variant
-    cfg: SimConfig
-    report: dict[str, Any]
-    engine: Engine
 
 
 def simulate(raw: dict[str, Any], trace: Trace, chosen: list[Variant], origin: str) -> list[Result]:

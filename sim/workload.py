@@ -16,6 +16,7 @@ from typing import Callable
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
 from persistence.port import Controller
+from persistence.replay import replay
 from sim.scheduler import license_use, use
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,6 @@ class DemoWorkload:
                 log.exception("demo workload step failed")
 
     def step(self, now: float) -> None:
-        from persistence.replay import replay  # late import: views pull in the projection
-
         at = (now - self.started) % CYCLE
         _, want_hosts, want_units = PHASES[max(i for i, (t, _, _) in enumerate(PHASES) if at >= t)]
         p = replay(self.controller)
