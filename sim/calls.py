@@ -10,6 +10,7 @@ of calls made before it are lost, as a killed script's are.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from messages.scripts import (
@@ -27,6 +28,16 @@ from messages.scripts import (
 )
 from owner.calls import Call, CallDone, OnDone
 from sim.cloud import Cloud, MachineStatus
+
+
+@dataclass(frozen=True)
+class News:
+    """When what the provider shows of one accepted call will change: the moments a status poll would
+    see something new, and the hosts it will take back (machine id, when)."""
+
+    polls: tuple[float, ...] = ()
+    reclaims: tuple[tuple[str, float], ...] = ()
+
 
 #: The exit code a simulated failure stands for, as the runner reports it.
 EXIT = {"failed": 1, "transient": 75, "capacity": 69}
@@ -53,6 +64,24 @@ class SimCalls:
 
     def stop(self) -> None:
         self.epoch += 1
+
+    def news(self, provider_request_id: str, action: str) -> News:
+        """What the simulator may know and a live owner cannot: when an accepted call's status changes.
+
+        The simulator polls only then, at the moment the live owner's periodic poll would see it.
+        """
+        call = self.cloud.calls.get(provider_request_id)
+        if call is None:
+            return News()
+        polls = [call.ready_at] if action == "return" or self.cloud.desc.kind == "units" else []
+        reclaims = []
+        if action == "request":
+            for mid in call.machines:
+                m = self.cloud.machines[mid]
+                polls.append(m.ready_at)
+                if m.reclaim_at is not None:
+                    reclaims.append((mid, m.reclaim_at))
+        return News(tuple(polls), tuple(reclaims))
 
     def _deliver(self, done: CallDone, epoch: int) -> None:
         if epoch == self.epoch:

@@ -57,7 +57,7 @@ from policy.supply import ARRIVING
 from sim.cloud import Cloud
 from sim.config import SimConfig
 from sim.metrics import Metrics
-from sim.owner import Owner
+from sim.owner import CallsFor, Owner
 from sim.scheduler import Host, Scheduler
 from sim.trace import Step, Trace
 from sim.view import Recent
@@ -78,9 +78,13 @@ def q(t: float) -> float:
 
 
 class Engine:
-    def __init__(self, cfg: SimConfig, trace: Trace, *, every_tick: bool = False, trim: bool = True) -> None:
+    def __init__(self, cfg: SimConfig, trace: Trace, *, every_tick: bool = False, trim: bool = True,
+                 calls: CallsFor | None = None, on_fact: Callable[[Fact], None] | None = None) -> None:
+        """``calls``: how each owner reaches its provider (default: the simulated provider, ``sim.calls``).
+        ``on_fact``: sees each fact as it is written (the simulated log, for whoever wants to keep it)."""
         self.cfg = cfg
         self.trace = trace
+        self.on_fact = on_fact
         self.every_tick = every_tick
         self.quantum = QUANTUM
         self.start = q(trace.start)
@@ -100,7 +104,7 @@ class Engine:
         self.demand: DemandSnapshot | None = None
         self.catalog: Catalog | None = None
         self.clouds = {sp.name: Cloud(sp, cfg.seed) for sp in cfg.providers}
-        self.owners = {name: Owner(self, cloud, cfg.policy, cfg.resources) for name, cloud in self.clouds.items()}
+        self.owners = {name: Owner(self, cloud, cfg.policy, cfg.resources, calls) for name, cloud in self.clouds.items()}
         self.scheduler = Scheduler(self._fits)
         hold = {sp.name: max(sp.description.min_hold_s, sp.policy.billing_unit) or cfg.policy.idle_time
                 for sp in cfg.providers}
@@ -133,6 +137,13 @@ class Engine:
         return f"{prefix}-{next(self._ids):08d}"
 
     def run(self) -> dict[str, Any]:
+        """The whole trace: start, every event up to its end, and the report."""
+        self.begin()
+        self.advance(self.end)
+        return self.finish()
+
+    def begin(self) -> None:
+        """Providers described and owned, the trace's steps and the samples scheduled."""
         for sp in self.cfg.providers:
             self.write(sp.name, [ProviderDescribed(description=sp.description)])
             self.owners[sp.name].acquire()
@@ -145,10 +156,17 @@ class Engine:
             t += self.cfg.series_every
         if isinstance(self.view, Recent):
             self.at(self.start + RETIRE_EVERY, self._retire)
-        while self._heap and self._heap[0][0] <= self.end:
+
+    def advance(self, until: float) -> None:
+        """Every event due up to ``until``, in time order; the clock ends at ``until``."""
+        until = q(until)
+        while self._heap and self._heap[0][0] <= until:
             t, _, _, fn, args = heapq.heappop(self._heap)
             self.now = t
             fn(*args)
+        self.now = max(self.now, until)
+
+    def finish(self) -> dict[str, Any]:
         self.now = self.end
         if not self.metrics.samples or self.metrics.samples[-1].at < self.end:
             self._sample()
@@ -183,6 +201,8 @@ class Engine:
             if isinstance(self.view, Recent):
                 self.view.add(fact)
             self.metrics.fact(fact)
+            if self.on_fact is not None:
+                self.on_fact(fact)
             self._react(fact)
 
     def _react(self, fact: Fact) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from config.models import PolicyConfig, ResourceConfig
 from messages.facts import LeaseChanged, Payload
 from messages.states import REQUEST
-from owner.calls import CallDone, Carry, Poll
+from owner.calls import CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.effects import Effects
 from owner.hosts import host_events, watch_joins
 from owner.polls import poll
@@ -33,7 +33,7 @@ from owner.step import answer, step
 from owner.units import read_usage, totals
 from persistence.projection import Projection
 from policy.retry import backoff
-from sim.calls import SimCalls
+from sim.calls import News, SimCalls
 from sim.cloud import Cloud
 from sim.config import SimConfig
 
@@ -65,13 +65,29 @@ class World(Protocol):
     def license_in_use(self, resource: str) -> int: ...
 
 
+class SimPort(ProviderCalls, Protocol):
+    """The port of a simulated owner: its calls, and when what the provider shows of one will change."""
+
+    def news(self, provider_request_id: str, action: str) -> News: ...
+
+
+#: Makes a simulated owner's port: (the provider's own world, the simulator, where results go).
+CallsFor = Callable[[Cloud, World, OnDone], SimPort]
+
+
+def simulated(cloud: Cloud, world: World, on_done: OnDone) -> SimCalls:
+    """The simulated provider answering as its script would (``sim.calls``)."""
+    return SimCalls(cloud, lambda: world.now, world.at, on_done, world.license_in_use)
+
+
 class Owner:
-    def __init__(self, engine: World, cloud: Cloud, policy: PolicyConfig, resources: Sequence[ResourceConfig]) -> None:
+    def __init__(self, engine: World, cloud: Cloud, policy: PolicyConfig, resources: Sequence[ResourceConfig],
+                 calls: CallsFor | None = None) -> None:
         self.e = engine
         self.cloud = cloud
         self.name = cloud.desc.name
         self.s = OwnerSettings.of(cloud.sp.as_config(), policy, resources, new_id=engine.new_id)
-        self.calls = SimCalls(cloud, lambda: engine.now, engine.at, self.done, engine.license_in_use)
+        self.calls: SimPort = (calls or simulated)(cloud, engine, self.done)
         self.fence = 0
         self.acting = False
         self.inherited_upto = 0
@@ -170,17 +186,14 @@ class Owner:
                 self.e.at(req.last_attempt_at + backoff(req.attempts, self.policy.backoff_max), self.call, rid)
         elif req.state == "submitted":
             self.poll_at(now)
-            call = self.cloud.calls[req.provider_request_id or ""]
-            if req.action == "return" or self.s.kind == "units":
-                self.poll_at(call.ready_at)
-            for mid in call.machines:
-                m = self.cloud.machines[mid]
-                if req.action == "request":
-                    self.poll_at(m.ready_at)
-                    self.e.at(m.ready_at + self.policy.join_timeout + self.e.quantum, self.watch_joins)
-                    if m.reclaim_at is not None:
-                        self.e.at(m.reclaim_at, self.e.reclaimed, f"{self.name}/{mid}")
-                        self.scan_at(m.reclaim_at)
+            news = self.calls.news(req.provider_request_id or "", req.action)
+            for t in news.polls:
+                self.poll_at(t)
+                if req.action == "request" and self.s.kind == "hosts":
+                    self.e.at(t + self.policy.join_timeout + self.e.quantum, self.watch_joins)
+            for mid, at in news.reclaims:
+                self.e.at(at, self.e.reclaimed, f"{self.name}/{mid}")
+                self.scan_at(at)
             self.e.at(req.created_at + self.policy.request_timeout + self.e.quantum, self.expire)
         elif req.action == "return" and req.state in REQUEST.terminal:
             self.return_again()
