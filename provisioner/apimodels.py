@@ -1,6 +1,6 @@
 """The REST API's bodies, as the OpenAPI document publishes them.
 
-Rows have the fields of the CLI's ``-o json`` output (DESIGN §13), since both
+Rows have the fields of the CLI's ``-o json`` output (docs/operations.md), since both
 come from ``provisioner/views.py``.
 """
 

@@ -319,6 +319,13 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from provisioner.schema import schema
+
+    print(orjson.dumps(schema(args.what), option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
 def cmd_sim(args: argparse.Namespace) -> int:
     """Replay a demand trace against simulated providers under one or more policy variants."""
     from sim.config import load_sim_config
@@ -490,6 +497,9 @@ def parser() -> argparse.ArgumentParser:
     p = why(orphan.add_parser("return", help="give back an orphaned host or grant"))
     p.add_argument("id", help="its id in the orphans list")
     p.set_defaults(fn=cmd_return_orphan)
+    p = sub.add_parser("schema", help="print the JSON Schema of a demand snapshot, a host event or a fact")
+    p.add_argument("what", choices=["demand", "host-event", "fact"])
+    p.set_defaults(fn=cmd_schema)
     p = sub.add_parser("sim", help="evaluate policy offline: replay a demand trace against simulated providers")
     p.add_argument("--config", dest="sim_config", required=True, help="simulator config (see examples/sim.yaml)")
     p.add_argument("--trace", required=True, help="demand trace, JSON lines (see docs/offline-evaluation.md)")
