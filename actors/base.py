@@ -9,7 +9,7 @@ its traceback and the actor lives on (the daemon must survive bad input).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import pykka
 
@@ -17,6 +17,20 @@ from messages.commands import CaughtUp, Committed
 from persistence.projection import pause_gc, resume_gc
 
 log = logging.getLogger(__name__)
+
+
+class Tells(Protocol):
+    """What a message can be told to: an actor's ref (or a test's inbox standing in for one)."""
+
+    def tell(self, message: Any) -> None: ...
+
+
+class Mandate(Protocol):
+    """Whether an actor may still act under its lease (``actors.lease.Revocation``): set once it may not."""
+
+    def is_set(self) -> bool: ...
+
+    def set(self) -> None: ...
 
 
 class Ping:

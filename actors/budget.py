@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from actors.base import Actor, handles
+from actors.base import Actor, Tells, handles
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from messages.commands import CaughtUp, DemandChanged, HostEvents, Review, Reviewed, Subscribe, Tick
 from persistence.shared import SharedProjection
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 class BudgetActor(Actor):
     def __init__(
         self,
-        journal: Any,
+        journal: Tells,
         budget: BudgetConfig,
         shared: SharedProjection,
         clock: Callable[[], float] = time.time,

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import pykka
 
-from actors.base import Actor, handles
+from actors.base import Actor, Tells, handles
 from messages.base import Model
 from messages.commands import (
     ActorMessage,
@@ -115,7 +115,7 @@ class _SharedFeed:
 
 @dataclass
 class _Subscriber:
-    ref: Any
+    ref: Tells
     providers: frozenset[str] | None
     #: It reads the shared projection: sent no history; of later batches only its providers' share, as news.
     shared: bool = False

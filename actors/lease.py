@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from actors.base import Actor, handles
+from actors.base import Actor, Tells, handles
 from actors.planner import PlannerActor
 from actors.provider import CallsFactory, ProviderActor
 from actors.pumps import Ticker
@@ -69,7 +69,7 @@ class Revocation:
 class _Held:
     lease: Lease
     revoked: Revocation
-    ref: Any
+    ref: Tells
     renewed_at: float
 
 
@@ -78,8 +78,8 @@ class LeaseActor(Actor):
         self,
         cfg: Config,
         controller: Controller,
-        journal: Any,
-        budget: Any,
+        journal: Tells,
+        budget: Tells,
         ticker: Ticker,
         calls_factory: CallsFactory,
         home: Path,

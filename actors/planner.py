@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from actors.base import Actor, handles
+from actors.base import Actor, Tells, handles
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from lease.port import Lease
 from messages.commands import (
@@ -46,9 +46,9 @@ class PlannerActor(Actor):
         self,
         lease: Lease,
         revoked: threading.Event,
-        journal: Any,
-        budget: Any,
-        lease_actor: Any,
+        journal: Tells,
+        budget: Tells,
+        lease_actor: Tells,
         policy: PolicyConfig,
         shared: SharedProjection,
         clock: Callable[[], float] = time.time,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actors.base import Actor, handles
+from actors.base import Actor, Mandate, Tells, handles
 from actors.pooled import PooledActor
 from config.models import PolicyConfig, ProviderConfig, ResourceConfig
 from lease.port import Lease
@@ -71,9 +71,9 @@ class ProviderActor(PooledActor, Actor):
         self,
         cfg: ProviderConfig,
         lease: Lease,
-        revoked: Any,
-        journal: Any,
-        lease_actor: Any,
+        revoked: Mandate,
+        journal: Tells,
+        lease_actor: Tells,
         controller: Controller,
         policy: PolicyConfig,
         resources: list[ResourceConfig],

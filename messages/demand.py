@@ -1,4 +1,4 @@
-"""Demand snapshots and host events, as the controller pushes them (DESIGN §6)."""
+"""Demand snapshots and host events, as the controller pushes them (docs/scheduler-interface.md)."""
 
 from __future__ import annotations
 

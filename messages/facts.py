@@ -1,4 +1,4 @@
-"""Facts: the append-only record of everything that happened (DESIGN §5).
+"""Facts: the append-only record of everything that happened (docs/architecture.md, Facts).
 
 State after a restart is a replay of these, so each payload carries what a
 projection needs and nothing secret. A payload's ``kind`` is its discriminator;

@@ -15,7 +15,7 @@ from messages.description import ProviderDescription
 
 Action = Literal["describe", "request", "status", "return", "list", "reclaims", "usage"]
 
-#: What a script run came to. Exit codes map as DESIGN §10 says:
+#: What a script run came to. Exit codes map as docs/script-contract.md says:
 #: 0 ok, 75 transient, 69 capacity, 77 credentials, 78 config, other failed;
 #: timeout is an unknown outcome; bad_output is exit 0 with unusable stdout;
 #: spawn_error is a script that could not be started at all; not_started is one the daemon

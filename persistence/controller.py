@@ -1,4 +1,4 @@
-"""Open the controller a URL names (DESIGN §4, config ``controller.url``).
+"""Open the controller a URL names (config ``controller.url``; docs/controller.md).
 
 ``sqlite://PATH``: everything after ``sqlite://`` is the file path, as in
 ``file://`` URLs, so ``sqlite:///var/lib/provisioner/state.db`` is the

@@ -45,7 +45,7 @@ class AppendResult(Model):
 
 
 class ResourceTotal(Model):
-    """A shared resource's cluster total as the scheduler should see it (DESIGN §7)."""
+    """A shared resource's cluster total as the scheduler should see it (docs/config.md, resources)."""
 
     name: str
     base: int

@@ -1,4 +1,4 @@
-"""Supply in flight for a demand item (DESIGN §6), bundles riding on it, and supply held per provider.
+"""Supply in flight for a demand item (docs/scheduler-interface.md), bundles riding on it, and supply held per provider.
 
 The scheduler's count is unmet need beyond what the cluster already has, so
 the planner subtracts what is already on its way: orders not yet taken up,

@@ -1,6 +1,6 @@
 """How each script style is called, and how its output becomes ``messages/scripts.py`` shapes.
 
-Two styles (DESIGN §10): ``v2``, one executable taking the action as its first
+Two styles (docs/script-contract.md): ``v2``, one executable taking the action as its first
 argument, and ``lsf``, the five LSF resource connector / Host Factory scripts
 run unchanged. The caller always speaks v2: it hands in a v2 input document
 and gets back the normalized models; this module does the translation, so

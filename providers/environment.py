@@ -1,6 +1,6 @@
 """What a provider script sees of the world: its environment, and what it may not leak.
 
-A script gets a fixed, small environment (DESIGN §10) rather than the daemon's:
+A script gets a fixed, small environment (docs/script-contract.md) rather than the daemon's:
 the daemon's own variables (controller URLs, API tokens, a virtualenv's PATH)
 are none of a script's business, and a script that works must keep working
 when the daemon is started differently.

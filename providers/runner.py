@@ -48,7 +48,7 @@ _CHUNK = 64 * 1024
 #: not one each (each would hold a dict and weak references per thread that ever ran its turn).
 _TURN = threading.local()
 
-#: Exit codes with a meaning of their own (DESIGN §10); any other non-zero code is "failed".
+#: Exit codes with a meaning of their own (docs/script-contract.md); any other non-zero code is "failed".
 EXIT_OUTCOMES: dict[int, tuple[Outcome, str]] = {
     75: ("transient", "transient"),
     69: ("capacity", "capacity unavailable"),

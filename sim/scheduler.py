@@ -3,7 +3,7 @@
 The workload wants so many hosts (and license units) in total. The
 scheduler keeps as many of the cluster's hosts busy as the work needs and
 lets the rest go idle; what the work needs beyond the hosts it has is the
-*unmet* need it publishes as demand (DESIGN §6). ``use`` and
+*unmet* need it publishes as demand (docs/scheduler-interface.md). ``use`` and
 ``license_use`` are that arithmetic; the demo workload (``sim.workload``)
 and the simulator's ``Scheduler`` both use them.
 """

@@ -90,14 +90,14 @@ def rounds(actor: LeaseActor, clock: Clock, seconds: float) -> None:
     """Let ``seconds`` pass in ticks of a quarter second, as the ticker would."""
     for _ in range(int(seconds * 4)):
         clock.now += 0.25
-        actor._tick(Tick(now=clock.now))
+        actor.on_receive(Tick(now=clock.now))
 
 
 def test_a_standby_takes_each_lease_as_it_frees_while_renewing_those_it_holds(world) -> None:
     clock, controller = world
     controller.leases.acquire("provider:units", "a", 4.0)  # a holds one role, and then dies
     b, started = lease_actor(world, "b")
-    b._round()
+    b.on_start()  # its first round, as when pykka starts it
     assert held(b) == {"planner", "provider:hosts"}
     rounds(b, clock, 3.75)
     assert held(b) == {"planner", "provider:hosts"}, "a's lease has not run out yet"
@@ -111,7 +111,7 @@ def test_a_standby_takes_each_lease_as_it_frees_while_renewing_those_it_holds(wo
 def test_a_lease_refused_at_renewal_stops_its_actor_and_is_asked_for_again_next_round(world) -> None:
     clock, controller = world
     b, started = lease_actor(world, "b")
-    b._round()
+    b.on_start()  # its first round, as when pykka starts it
     assert held(b) == ROLES
     hosts = next(r for r in started if r.name == "provider:hosts")
     # The hosts lease passes to a behind b's back (as if it had expired there).
@@ -130,9 +130,9 @@ def test_a_lease_refused_at_renewal_stops_its_actor_and_is_asked_for_again_next_
 def test_a_mandate_run_out_between_rounds_is_given_up_and_asked_for_only_next_round(world) -> None:
     clock, controller = world
     b, started = lease_actor(world, "b")
-    b._round()
+    b.on_start()  # its first round, as when pykka starts it
     clock.now += 3.6  # a stall past ttl - renew_every/2 with no renewal: the lease may be gone
-    b._tick(Tick(now=clock.now))
+    b.on_receive(Tick(now=clock.now))
     assert all(r.stopped and r.revoked.is_set() for r in started), "every mandate voided itself"
     assert held(b) == set(), "not asked for again in the round that gave it up"
     rounds(b, clock, 1.0)
@@ -152,7 +152,7 @@ def test_a_long_round_renews_the_leases_it_took_first_before_taking_more(world) 
         return slow(name, lease, revoked)
 
     b.start_role = start_slowly
-    b._round()
+    b.on_start()  # its first round, as when pykka starts it
     assert held(b) == ROLES
     assert not any(r.revoked.is_set() for r in started), "no mandate ran out during the round"
     first = controller.leases.get(started[0].name)
