@@ -85,6 +85,8 @@ class Engine:
         self.cfg = cfg
         self.trace = trace
         self.on_fact = on_fact
+        #: per resource: the use the license server reported last (its owner polls when it changes)
+        self.told_use: dict[str, int] = {}
         self.every_tick = every_tick
         self.quantum = QUANTUM
         self.start = q(trace.start)
@@ -329,7 +331,10 @@ class Engine:
             in_use = self.scheduler.license_in_use(name, res.total)
             owner = self.owners.get(res.provider)
             if owner is not None:
-                self.at(self.grid(self.now, self.cfg.policy.poll_every), owner.observe_use)
+                if in_use != self.told_use.get(name):
+                    # The license server's count changed: the owner's next usage poll would see it.
+                    self.told_use[name] = in_use
+                    owner.use_changed()
                 idle = max(0, res.borrowed - max(0, in_use - res.base))
                 idle_cost += idle * self.clouds[res.provider].desc.price(name) / 3600.0
         self.metrics.units_idle(self.now, idle_cost)

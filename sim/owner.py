@@ -96,6 +96,7 @@ class Owner:
         self.seen = Sightings()
         self.polls: set[float] = set()
         self.scans: set[float] = set()
+        self.usage_reads: set[float] = set()
         #: host events that arrived while no owner held the lease: (instance key, event)
         self.queued: list[tuple[str, str]] = []
         self.failovers = 0
@@ -145,6 +146,8 @@ class Owner:
         self.carry(step(self.e.p, self.s, self.e.now, self.busy, self.inherited_upto))
         self.poll_at(self.e.now)
         self.scan_at(self.e.now + self.policy.request_timeout)
+        if self.s.resources:
+            self.use_changed()
         queued, self.queued = self.queued, []
         for key, event in queued:
             self.host_event(key, event)
@@ -253,8 +256,15 @@ class Owner:
         if inst is not None:
             self.carry(host_events(self.s, [(inst, event, None)]))
 
-    def observe_use(self) -> None:
-        """The license server's use changed: the owner's next usage poll reads it."""
+    def use_changed(self) -> None:
+        """The license server's count changed: the owner's next usage poll (on the poll grid) reads it."""
+        at = self.e.grid(self.e.now, self.policy.poll_every)
+        if at not in self.usage_reads:
+            self.usage_reads.add(at)
+            self.e.at(at, self.read_usage, at)
+
+    def read_usage(self, at: float) -> None:
+        self.usage_reads.discard(at)
         if self.acting:
             self.carry(read_usage(self.s, self.busy))
 
