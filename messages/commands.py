@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from messages.base import Model
-from messages.demand import DemandSnapshot, HostEvent
+from messages.demand import DemandSnapshot, HostEvent, SupplySnapshot
 from messages.facts import Fact, Order
 
 
@@ -63,6 +63,10 @@ class CaughtUp(ActorMessage):
 
 class DemandChanged(ActorMessage):
     demand: DemandSnapshot
+
+
+class SupplyChanged(ActorMessage):
+    supply: SupplySnapshot
 
 
 class HostEvents(ActorMessage):

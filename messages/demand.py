@@ -6,7 +6,16 @@ import math
 import re
 from typing import Annotated, Literal, Union
 
-from pydantic import AfterValidator, BeforeValidator, Field, StrictBool, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from messages.base import Model
 
@@ -127,9 +136,46 @@ HostEventKind = Literal["joined", "idle", "busy"]
 
 
 class HostEvent(Model):
-    """A host joined the cluster, went idle or became busy; ``name`` as the provider reported it."""
+    """A host joined the cluster, went idle or became busy; ``name`` as the provider reported it.
+
+    ``provider`` names whose host it is; without it the name must be live at one provider only
+    (two providers may each make a host of the same name).
+    """
 
     seq: int | None = None
     name: Name
     event: HostEventKind
     time: float
+    provider: Name | None = None
+
+
+class SupplyHost(Model):
+    """One host of the scheduler's view, and whether work runs on it."""
+
+    name: Name
+    provider: Name | None = None
+    state: Literal["idle", "busy"]
+
+
+class SupplySnapshot(Model):
+    """The scheduler's whole view of the hosts made for it, sent each scheduling session; it replaces the last.
+
+    It corrects host events that were lost: a host it lists as idle is idle, and a
+    joined host it no longer lists is, after ``policy.unlisted_grace``, handled as
+    idle or reported (``policy.orphans``).
+    """
+
+    seq: Count = Field(default=0, ge=0)
+    hosts: list[SupplyHost] = Field(default_factory=list)
+    time: Time | None = None
+
+    @model_validator(mode="after")
+    def _unique_hosts(self) -> "SupplySnapshot":
+        seen: set[tuple[str | None, str]] = set()
+        for host in self.hosts:
+            key = (host.provider, host.name)
+            if key in seen:
+                raise ValueError(f"hosts: {host.name!r} is listed twice" + (
+                    f" for provider {host.provider!r}" if host.provider else ""))
+            seen.add(key)
+        return self

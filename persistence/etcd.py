@@ -9,6 +9,7 @@ Keys, under ``/NAMESPACE/`` (see ``lease.etcd_client``):
 ``events/<seq>``     host events
 ``head/facts``       the last fact seq; ``head/events`` the last host event seq
 ``head/demand``      the current demand snapshot; its mod revision is its seq
+``head/supply``      the scheduler's current view of its hosts; likewise
 ``totals/<name>``    shared-resource totals
 
 **Fenced appends.** A batch is written in transactions of at most 120 facts
@@ -57,7 +58,7 @@ from lease.etcd_client import (
     range_op,
 )
 from messages.base import Model
-from messages.demand import DemandSnapshot, HostEvent, HostEventKind
+from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.decoding import Decoder, stored_fact
@@ -93,6 +94,7 @@ class EtcdController:
         self._facts, self._events = key("facts") + b"/", key("events") + b"/"
         self._head, self._fact_head, self._event_head = key("head") + b"/", key("head", "facts"), key("head", "events")
         self._demand, self._totals = key("head", "demand"), key("totals") + b"/"
+        self._supply = key("head", "supply")
         # What this handle last knew of keys its transactions compare: a stale guess costs one round trip.
         self._known_fact_head: KeyValue | None = None
         self._known_event_head: KeyValue | None = None
@@ -250,9 +252,20 @@ class EtcdController:
     def _parse_demand(self, kv: KeyValue) -> DemandSnapshot | None:
         return self._parse("demand", DemandSnapshot, kv.mod_revision, kv.value)
 
-    def post_host_event(self, name: str, event: HostEventKind, time: float) -> HostEvent:
-        checked = HostEvent(name=name, event=event, time=time)
-        data = orjson.dumps({"name": checked.name, "event": checked.event, "time": checked.time})
+    def put_supply(self, snapshot: SupplySnapshot) -> SupplySnapshot:
+        now = self._clock()
+        hosts = snapshot.model_dump(mode="json", exclude_none=True)["hosts"]
+        revision = self._client.put(self._supply, orjson.dumps({"hosts": hosts, "time": now}))
+        return snapshot.model_copy(update={"seq": revision, "time": now})
+
+    def get_supply(self) -> SupplySnapshot | None:
+        kv = self._client.get(self._supply)
+        return self._parse("supply view", SupplySnapshot, kv.mod_revision, kv.value) if kv is not None else None
+
+    def post_host_event(self, name: str, event: HostEventKind, time: float,
+                        provider: str | None = None) -> HostEvent:
+        checked = HostEvent(name=name, event=event, time=time, provider=provider)
+        data = orjson.dumps(checked.model_dump(mode="json", exclude={"seq"}, exclude_none=True))
         with self._event_lock:
             for _ in self._tries():
                 head = self._known_event_head
@@ -307,21 +320,27 @@ class EtcdController:
             range_op(self._fact_key(cursor.facts + 1), prefix_end(self._facts), PAGE_KEYS),
             range_op(self._demand),
             range_op(self._event_key(cursor.host_events + 1), prefix_end(self._events), CHANGES_LIMIT),
+            range_op(self._supply),
         ])
-        fact_kvs, demand_kvs, event_kvs = result.ranges
+        fact_kvs, demand_kvs, event_kvs, supply_kvs = result.ranges
         facts, fact_seq = self._parse_facts(fact_kvs, cursor.facts, CHANGES_LIMIT)
         demand = None
         if demand_kvs and demand_kvs[0].mod_revision > cursor.demand:
             demand = self._parse_demand(demand_kvs[0])
         events, event_seq = self._parse_events(event_kvs, cursor.host_events)
+        supply = None
+        if supply_kvs and supply_kvs[0].mod_revision > cursor.supply:
+            supply = self._parse("supply view", SupplySnapshot, supply_kvs[0].mod_revision, supply_kvs[0].value)
         new_cursor = Cursor(
             facts=fact_seq,
             demand=demand_kvs[0].mod_revision if demand_kvs else cursor.demand,
             host_events=event_seq,
+            supply=supply_kvs[0].mod_revision if supply_kvs else cursor.supply,
         )
         if new_cursor == cursor:
             return None, result.revision
-        return Changes(cursor=new_cursor, facts=facts, demand=demand, host_events=events), result.revision
+        return Changes(cursor=new_cursor, facts=facts, demand=demand, host_events=events, supply=supply), \
+            result.revision
 
     def _bell_from(self, revision: int) -> WatchBell:
         with self._bell_lock:

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from lease.port import LeasePort
 from messages.base import Model
-from messages.demand import DemandSnapshot, HostEvent, HostEventKind
+from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 
@@ -60,6 +60,7 @@ class Cursor(Model):
     facts: int = 0
     demand: int = 0
     host_events: int = 0
+    supply: int = 0
 
 
 class Changes(Model):
@@ -67,6 +68,7 @@ class Changes(Model):
     facts: list[Fact] = Field(default_factory=list)
     demand: DemandSnapshot | None = None
     host_events: list[HostEvent] = Field(default_factory=list)
+    supply: SupplySnapshot | None = None
 
 
 class Controller(Protocol):
@@ -98,11 +100,18 @@ class Controller(Protocol):
     def get_demand(self) -> DemandSnapshot | None:
         """The current demand snapshot, None before the first put."""
 
-    def post_host_event(self, name: str, event: HostEventKind, time: float) -> HostEvent:
-        """Record a host event; returns it with its ``seq``."""
+    def post_host_event(self, name: str, event: HostEventKind, time: float,
+                        provider: str | None = None) -> HostEvent:
+        """Record a host event (of ``provider``'s host, when the scheduler knows it); returns it with its ``seq``."""
 
     def read_host_events(self, after: int = 0, limit: int = 10_000) -> list[HostEvent]:
         """Host events with ``seq > after`` in order."""
+
+    def put_supply(self, snapshot: SupplySnapshot) -> SupplySnapshot:
+        """Replace the scheduler's view of its hosts; returns it with the controller's ``seq`` and time."""
+
+    def get_supply(self) -> SupplySnapshot | None:
+        """The current supply view, None before the first put."""
 
     def set_resource_total(self, total: ResourceTotal) -> None:
         """Publish a shared resource's total for the scheduler."""
@@ -112,7 +121,7 @@ class Controller(Protocol):
 
     # --- push -----------------------------------------------------------------
     def changes(self, cursor: Cursor, timeout: float) -> Changes:
-        """What is new beyond ``cursor``: facts, the latest demand, host events.
+        """What is new beyond ``cursor``: facts, the latest demand, host events, the latest supply view.
 
         Returns as soon as anything is new, or empty (same cursor) after
         ``timeout`` seconds. Facts come at most 10,000 per call, in seq order.

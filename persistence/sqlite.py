@@ -27,7 +27,7 @@ from typing import Sequence
 import orjson
 
 from lease.sqlite import Clock, SqliteDatabase, SqliteLeases
-from messages.demand import DemandSnapshot, HostEvent, HostEventKind
+from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.facts import Fact
 from persistence.decoding import Decoder, stored_fact
 from persistence.failpoints import failpoint
@@ -60,10 +60,17 @@ _SCHEMA = {
         payload BLOB NOT NULL
     )""",
     "host_events": """CREATE TABLE IF NOT EXISTS host_events (
-        seq   INTEGER PRIMARY KEY AUTOINCREMENT,
-        name  TEXT NOT NULL,
-        event TEXT NOT NULL,
-        time  REAL NOT NULL
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+        name     TEXT NOT NULL,
+        event    TEXT NOT NULL,
+        time     REAL NOT NULL,
+        provider TEXT
+    )""",
+    # As the demand: only the latest view is kept.
+    "supply": """CREATE TABLE IF NOT EXISTS supply (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        time    REAL NOT NULL,
+        payload BLOB NOT NULL
     )""",
     "resource_totals": """CREATE TABLE IF NOT EXISTS resource_totals (
         name     TEXT PRIMARY KEY,
@@ -85,10 +92,20 @@ class SqliteController:
         self._decode = Decoder(path)
         try:
             self._db.ensure_schema(_SCHEMA)
+            self._add_columns()
             self.leases = SqliteLeases(self._db, clock)
         except BaseException:
             self._db.close()
             raise
+
+    def _add_columns(self) -> None:
+        """Columns added since a file was made: a controller file written by an older daemon gains them."""
+        with self._db.read() as conn:
+            have = {row[1] for row in conn.execute("PRAGMA table_info(host_events)")}
+        if "provider" not in have:
+            with self._db.write() as conn:
+                if "provider" not in {row[1] for row in conn.execute("PRAGMA table_info(host_events)")}:
+                    conn.execute("ALTER TABLE host_events ADD COLUMN provider TEXT")
 
     # --- facts ---------------------------------------------------------------
 
@@ -221,12 +238,13 @@ class SqliteController:
             lambda: DemandSnapshot.model_validate({**orjson.loads(payload), "seq": seq, "time": at}),
         )
 
-    def post_host_event(self, name: str, event: HostEventKind, time: float) -> HostEvent:
-        checked = HostEvent(name=name, event=event, time=time)
+    def post_host_event(self, name: str, event: HostEventKind, time: float,
+                        provider: str | None = None) -> HostEvent:
+        checked = HostEvent(name=name, event=event, time=time, provider=provider)
         with self._db.write() as conn:
             seq = conn.execute(
-                "INSERT INTO host_events (name, event, time) VALUES (?, ?, ?)",
-                (checked.name, checked.event, checked.time),
+                "INSERT INTO host_events (name, event, time, provider) VALUES (?, ?, ?, ?)",
+                (checked.name, checked.event, checked.time, checked.provider),
             ).lastrowid
         return checked.model_copy(update={"seq": seq})
 
@@ -236,14 +254,39 @@ class SqliteController:
 
     def _read_host_events(self, conn: sqlite3.Connection, after: int, limit: int) -> tuple[list[HostEvent], int]:
         rows = conn.execute(
-            "SELECT seq, name, event, time FROM host_events WHERE seq > ? ORDER BY seq LIMIT ?",
+            "SELECT seq, name, event, time, provider FROM host_events WHERE seq > ? ORDER BY seq LIMIT ?",
             (after, max(0, limit)),
         ).fetchall()
         events = [
-            self._decode("host event", seq, lambda: HostEvent(seq=seq, name=name, event=event, time=at))
-            for seq, name, event, at in rows
+            self._decode("host event", seq,
+                         lambda: HostEvent(seq=seq, name=name, event=event, time=at, provider=provider))
+            for seq, name, event, at, provider in rows
         ]
         return [e for e in events if e is not None], (rows[-1][0] if rows else after)
+
+    def put_supply(self, snapshot: SupplySnapshot) -> SupplySnapshot:
+        payload = orjson.dumps({"hosts": snapshot.model_dump(mode="json", exclude_none=True)["hosts"]})
+        with self._db.write() as conn:
+            now = self._clock()
+            seq = conn.execute("INSERT INTO supply (time, payload) VALUES (?, ?)", (now, payload)).lastrowid
+            conn.execute("DELETE FROM supply WHERE seq < ?", (seq,))
+        return snapshot.model_copy(update={"seq": seq, "time": now})
+
+    def get_supply(self) -> SupplySnapshot | None:
+        with self._db.read() as conn:
+            return self._latest_supply(conn, after=0)
+
+    def _latest_supply(self, conn: sqlite3.Connection, after: int) -> SupplySnapshot | None:
+        row = conn.execute(
+            "SELECT seq, time, payload FROM supply WHERE seq > ? ORDER BY seq DESC LIMIT 1", (after,)
+        ).fetchone()
+        if row is None:
+            return None
+        seq, at, payload = row
+        return self._decode(
+            "supply view", seq,
+            lambda: SupplySnapshot.model_validate({**orjson.loads(payload), "seq": seq, "time": at}),
+        )
 
     def set_resource_total(self, total: ResourceTotal) -> None:
         with self._db.write() as conn:
@@ -291,14 +334,16 @@ class SqliteController:
             facts, fact_seq = self._read_facts(conn, cursor.facts, CHANGES_LIMIT)
             demand = self._latest_demand(conn, after=cursor.demand)
             events, event_seq = self._read_host_events(conn, cursor.host_events, CHANGES_LIMIT)
+            supply = self._latest_supply(conn, after=cursor.supply)
         new_cursor = Cursor(
             facts=fact_seq,
             demand=demand.seq if demand is not None else cursor.demand,
             host_events=event_seq,
+            supply=supply.seq if supply is not None else cursor.supply,
         )
         if new_cursor == cursor:
             return None
-        return Changes(cursor=new_cursor, facts=facts, demand=demand, host_events=events)
+        return Changes(cursor=new_cursor, facts=facts, demand=demand, host_events=events, supply=supply)
 
     # --- lifecycle ----------------------------------------------------------
 

@@ -218,3 +218,19 @@ def test_patiently_waits_for_the_controller_and_gives_up_on_stop(caplog: pytest.
     assert patiently("opening", lambda: pytest.fail("called after stop"), stopping) is None
     with pytest.raises(ValueError, match="bad url"):
         patiently("opening", lambda: (_ for _ in ()).throw(ValueError("bad url")), threading.Event())
+
+
+def test_a_controller_file_of_an_older_daemon_gains_the_host_events_provider_column(tmp_path):
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE host_events (seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,"
+                 " event TEXT NOT NULL, time REAL NOT NULL)")
+    conn.execute("INSERT INTO host_events (name, event, time) VALUES ('n1', 'joined', 1.0)")
+    conn.commit()
+    conn.close()
+    c = SqliteController(str(path))
+    try:
+        c.post_host_event("n2", "idle", 2.0, provider="p")
+        assert [(e.name, e.provider) for e in c.read_host_events()] == [("n1", None), ("n2", "p")]
+    finally:
+        c.close()

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from messages.demand import SupplyHost, SupplySnapshot
 from persistence.port import Changes, Controller, Cursor
 from tests.persistence.contract.conftest import MakeController
 from tests.support.controllers import demand, usage
@@ -87,3 +88,12 @@ def test_wakes_when_another_thread_writes_while_it_waits(
     assert not waiter.is_alive()
     [got] = results
     assert got.facts == written
+
+
+def test_a_new_supply_view_wakes_it_and_only_the_latest_comes(controller: Controller) -> None:
+    start = controller.changes(Cursor(), timeout=0)
+    controller.put_supply(SupplySnapshot(hosts=[SupplyHost(name="a", state="idle")]))
+    latest = controller.put_supply(SupplySnapshot(hosts=[SupplyHost(name="a", state="busy")]))
+    got = controller.changes(start.cursor, timeout=2.0)
+    assert got.supply == latest and got.cursor.supply == latest.seq
+    assert controller.changes(got.cursor, timeout=0).supply is None, "nothing new beyond the cursor"

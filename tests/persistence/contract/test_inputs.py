@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from messages.demand import SupplyHost, SupplySnapshot
 from persistence.port import Controller, ResourceTotal
 from tests.persistence.contract.conftest import MakeController
 from tests.support.controllers import FakeClock, demand
@@ -76,3 +77,20 @@ def test_second_handle_sees_inputs_of_the_first(make_controller: MakeController)
     assert second.read_host_events() == [event]
     assert second.resource_totals() == first.resource_totals()
     assert second.put_demand(demand(1)).seq > snapshot.seq
+
+
+def test_a_host_event_keeps_the_provider_it_names(controller: Controller) -> None:
+    named = controller.post_host_event("node-1", "idle", 1.0, provider="aws-east")
+    plain = controller.post_host_event("node-1", "busy", 2.0)
+    assert [(e.name, e.provider) for e in controller.read_host_events()] == [("node-1", "aws-east"), ("node-1", None)]
+    assert (named.provider, plain.provider) == ("aws-east", None)
+
+
+def test_the_supply_view_gets_a_growing_seq_and_replaces_the_last(controller: Controller, clock: FakeClock) -> None:
+    assert controller.get_supply() is None
+    first = controller.put_supply(SupplySnapshot(hosts=[SupplyHost(name="a", state="idle"),
+                                                        SupplyHost(name="b", provider="p", state="busy")]))
+    assert first.time == clock.now and controller.get_supply() == first
+    clock.advance(1)
+    second = controller.put_supply(SupplySnapshot(hosts=[]))
+    assert second.seq > first.seq and controller.get_supply() == second and second.hosts == []
