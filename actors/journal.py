@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -43,11 +44,14 @@ from messages.commands import (
     DemandChanged,
     HostEvents,
     Subscribe,
+    SupplyChanged,
     Unsubscribe,
 )
+from messages.demand import HostEvent, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
+from persistence.host_names import place, place_supply
 from persistence.port import Changes, Controller
 from persistence.shared import SharedProjection
 from persistence.snapshot import Snapshot, SnapshotStore
@@ -160,8 +164,12 @@ class JournalActor(Actor):
         snapshots: SnapshotStore | None = None,
         snapshot: Snapshot | None = None,
         shared: SharedProjection | None = None,
+        refused_events: Counter[str] | None = None,
     ) -> None:
         """``snapshot``: one the caller already loaded from ``snapshots``, to spare decoding it twice.
+
+        ``refused_events``: counts host events that name no live host (``unknown``) or a name live at
+        several providers (``ambiguous``); the daemon's metrics read it.
 
         ``shared``: a projection of every fact that this journal keeps fed, for subscribers that
         subscribe with ``shared=True``; it is applied to before any subscriber is told of a fact.
@@ -181,6 +189,7 @@ class JournalActor(Actor):
         self.joining: list[_Subscriber] = []
         self.replay_queued = False
         self.shared = shared
+        self.refused_events: Counter[str] = refused_events if refused_events is not None else Counter()
         #: Timers started and maybe still waiting (cancelled at stop).
         self.timers: list[threading.Timer] = []
 
@@ -256,11 +265,53 @@ class JournalActor(Actor):
             if ch.facts[0].seq is not None and ch.facts[0].seq > self.delivered + 1:
                 self._catch_up()  # never leave a gap: read what lies between
             self._deliver([f for f in ch.facts if (f.seq or 0) > self.delivered])
+        events = self._place(ch.host_events, fresh=True)
+        supply = self._place_supply(ch.supply) if ch.supply is not None else None
         for sub in list(self.subscribers):
             if ch.demand is not None:
                 self._tell(sub.ref, DemandChanged(demand=ch.demand))
-            if ch.host_events:
-                self._tell(sub.ref, HostEvents(events=ch.host_events))
+            if supply is not None:
+                self._tell(sub.ref, SupplyChanged(supply=supply))
+            self._tell_events(sub, events)
+
+    def _place(self, events: list[HostEvent], fresh: bool) -> list[HostEvent]:
+        """Each event with the provider whose host it is; those that name none, or several, are refused.
+
+        Refusals of ``fresh`` events are logged and counted; on a replay, events of hosts long
+        gone name no live host, and say nothing new.
+        """
+        if not events or self.shared is None:
+            return events
+        with self.shared.reading() as p:
+            found = place(p, events)
+        if fresh:
+            for ev in found.unknown:
+                self.refused_events["unknown"] += 1
+                log.warning("host event %s %s (seq %s) refused: no live host has that name", ev.name, ev.event,
+                            ev.seq)
+            for ev, providers in found.ambiguous:
+                self.refused_events["ambiguous"] += 1
+                log.error("host event %s %s (seq %s) refused: the name is live at providers %s; the scheduler "
+                          "must name the provider", ev.name, ev.event, ev.seq, ", ".join(providers))
+        return found.placed
+
+    def _place_supply(self, view: SupplySnapshot) -> SupplySnapshot:
+        """The scheduler's view with each host's provider named (see ``persistence.host_names``)."""
+        if self.shared is None:
+            return view
+        with self.shared.reading() as p:
+            placed, ambiguous = place_supply(p, view)
+        for name, providers in ambiguous:
+            log.error("supply view %d: host %s left out: the name is live at providers %s; the scheduler must "
+                      "name the provider", view.seq, name, ", ".join(providers))
+        return placed
+
+    def _tell_events(self, sub: _Subscriber, events: list[HostEvent]) -> None:
+        """An owner hears only of its own providers' hosts."""
+        if sub.providers is not None:
+            events = [e for e in events if e.provider is None or e.provider in sub.providers]
+        if events:
+            self._tell(sub.ref, HostEvents(events=events))
 
     def _catch_up(self) -> None:
         try:
@@ -339,7 +390,9 @@ class JournalActor(Actor):
                         self._tell(sub.ref, Committed(facts=wanted, replay=True))
                 after = facts[-1].seq or after
             demand = self.controller.get_demand()
-            events = self.controller.read_host_events(after=0)
+            supply = self.controller.get_supply()
+            supply = self._place_supply(supply) if supply is not None else None
+            events = self._place(self.controller.read_host_events(after=0), fresh=False)
         except ControllerUnavailable as exc:
             # No CaughtUp on part of the history: a planner that thought it had all of it would
             # order again what is already on its way. Try the whole replay again shortly
@@ -355,8 +408,9 @@ class JournalActor(Actor):
             if demand is not None:
                 self._tell(sub.ref, DemandChanged(demand=demand))
             self._tell(sub.ref, CaughtUp(seq=self.delivered))
-            if events:
-                self._tell(sub.ref, HostEvents(events=events))
+            self._tell_events(sub, events)
+            if supply is not None:
+                self._tell(sub.ref, SupplyChanged(supply=supply))
         self.subscribers += joining
 
     def _retry_replay(self) -> None:

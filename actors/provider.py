@@ -34,9 +34,11 @@ from messages.commands import (
     HostEvents,
     LeaseRevoked,
     Subscribe,
+    SupplyChanged,
     Tick,
     Unsubscribe,
 )
+from messages.demand import SupplySnapshot
 from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
@@ -46,6 +48,7 @@ from owner.polls import poll
 from owner.scans import Sightings, scan
 from owner.settings import OwnerSettings
 from owner.step import answer, step
+from owner.supply import Unlisted, correct, hosts_of
 from owner.units import read_usage
 from persistence.failpoints import failpoint
 from persistence.port import Controller, ResourceTotal
@@ -116,6 +119,9 @@ class ProviderActor(PooledActor, Actor):
         self.describe_failures = 0
         self.seen = Sightings()
         self.calls: ProviderCalls | None = None
+        #: the scheduler's latest view of its hosts, and who of ours it has stopped listing
+        self.supply: SupplySnapshot | None = None
+        self.unlisted = Unlisted()
 
     @property
     def name(self) -> str:
@@ -191,8 +197,21 @@ class ProviderActor(PooledActor, Actor):
         done = self.p.host_event_seq.get(self.name, 0)
         by_name = self.p.live_by_name(self.name)
         events = [(inst, ev.event, ev.seq) for ev in msg.events
-                  if (ev.seq is None or ev.seq > done) and (inst := by_name.get(ev.name)) is not None]
+                  if (ev.seq is None or ev.seq > done) and ev.provider in (None, self.name)
+                  and (inst := by_name.get(ev.name)) is not None]
         self._carry(host_events(self.s, events))
+
+    @handles(SupplyChanged)
+    def _supply(self, msg: SupplyChanged) -> None:
+        self.supply = msg.supply
+        if self.acting:
+            self._correct(self.clock())
+
+    def _correct(self, now: float) -> None:
+        """What the scheduler's view says of our hosts, and of those it stopped listing."""
+        if self.supply is not None:
+            fx, self.unlisted = correct(self.p, self.s, self.supply, now, self.unlisted)
+            self._carry(fx)
 
     # --- reconcile ----------------------------------------------------------------------
 
@@ -205,6 +224,8 @@ class ProviderActor(PooledActor, Actor):
         if now - self.last_poll >= policy.poll_every and Poll not in self.busy:
             self.last_poll = now
             fx += poll(p, s)
+            if self.unlisted.since:
+                self._correct(now)  # someone is missing from the view: is their grace over?
         if now - self.last_scan >= policy.poll_every * SCAN_EVERY_POLLS:
             self.last_scan = now
             fx += scan(p, s, now, self.busy)
@@ -290,7 +311,7 @@ class ProviderActor(PooledActor, Actor):
             if req is not None and req.state == "planned":
                 failpoint(f"{req.action}.after_script")
         now = self.clock()
-        fx, self.seen = answer(self.p, self.s, call, result, now, self.busy, self.seen)
+        fx, self.seen = answer(self.p, self.s, call, result, now, self.busy, self.seen, hosts_of(self.s, self.supply))
         if call.action == "describe":
             self._described_at(now, result.ok)
         self._carry(fx)

@@ -69,6 +69,14 @@ class PolicyConfig(Model):
     #: the scheduler's next demand may not include them yet.
     join_grace: Duration = 60.0
     orphans: Literal["return", "report"] = "return"
+    #: A machine the provider's list stops showing is declared lost only after it was missing from
+    #: several lists over this long (a cloud's list may miss it for a while).
+    lost_after: Duration = 600.0
+    #: A machine the provider still lists this long after its return completed is returned again.
+    return_grace: Duration = 300.0
+    #: A joined host the scheduler's view (``PUT /v1/supply``) stops listing is, after this long,
+    #: handled as idle (orphans: return) or reported as an orphan (orphans: report).
+    unlisted_grace: Duration = 600.0
     #: How often owners poll request status, and the planner re-plans.
     poll_every: Duration = 5.0
     plan_every: Duration = 5.0

@@ -80,6 +80,8 @@ class InstanceRecord:
     private_ip: str | None = None
     #: The return request currently giving it back, if any.
     return_request_id: str = ""
+    #: Returns planned for it so far: one that keeps failing backs off, and stops after a bound.
+    returns: int = 0
     # The other times and the reason are read from the history, not kept beside it: a projection
     # holds every instance for good, and each slot costs it 8 bytes per instance.
 
@@ -123,6 +125,8 @@ class GrantRecord:
     granted_at: float | None = None
     ended_at: float | None = None
     return_request_id: str = ""
+    #: Returns planned for it so far: one that keeps failing backs off, and stops after a bound.
+    returns: int = 0
     #: Units its open return gives back (all of ``count``, or part of it); 0 when none is open.
     returning: int = 0
     #: (when, how many) of each part given back while the rest stayed granted: each period is

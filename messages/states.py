@@ -40,6 +40,8 @@ class StateMachine:
     #: from -> {to: why this edge exists}
     edges: Mapping[str, Mapping[str, str]]
     on_restart: Mapping[str, OnRestart]
+    #: States where a record stops being live (it neither costs nor counts as held); an edge out of one
+    #: brings it back, when the provider shows the end was not one.
     terminal: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -123,16 +125,19 @@ INSTANCE = StateMachine(
             "busy": "the scheduler runs work on it",
             "lost": "the provider took it back or no longer has it",
             "return_planned": "an operator returns it",
+            "orphaned": "the scheduler's view has not listed it for unlisted_grace (orphans: report)",
         },
         "idle": {
             "busy": "work arrived",
             "lost": "the provider took it back or no longer has it",
             "return_planned": "idle past idle_time and min hold, or an operator returns it",
+            "orphaned": "the scheduler's view has not listed it for unlisted_grace (orphans: report)",
         },
         "busy": {
-            "idle": "its work finished",
+            "idle": "its work finished, or the scheduler's view no longer lists it (orphans: return)",
             "lost": "the provider took it back or no longer has it",
             "return_planned": "an operator forces its return",
+            "orphaned": "the scheduler's view has not listed it for unlisted_grace (orphans: report)",
         },
         "return_planned": {
             "returning": "the return script answered with the provider's request id",
@@ -155,6 +160,18 @@ INSTANCE = StateMachine(
             "return_planned": "orphans: return, or an operator returns it",
             "returned": "it vanished at the provider on its own",
             "joined": "it joined the cluster after all (late, or after an operator fixed it)",
+            "idle": "the scheduler reports it idle: it is in the cluster after all",
+            "busy": "the scheduler reports it busy: it is in the cluster after all",
+        },
+        # The world lies: a provider's list may miss a machine for a while, and a return it called
+        # complete may have ended nothing. So the two ends are not final when the provider says
+        # otherwise later: what it lists again is ours again, to adopt or to give back.
+        "lost": {
+            "joined": "the provider lists it again and the scheduler uses it: adopted back",
+            "orphaned": "the provider lists it again and no one uses it: held, and maybe billed",
+        },
+        "returned": {
+            "orphaned": "the provider still lists it return_grace after its return completed: returned again",
         },
     },
     on_restart={
@@ -211,6 +228,9 @@ GRANT = StateMachine(
             "return_planned": "orphans: return, or an operator returns it",
             "returned": "the provider no longer holds it",
         },
+        "returned": {
+            "orphaned": "the provider still lists it return_grace after its return completed: returned again",
+        },
     },
     on_restart={
         "requested": OnRestart.POLL,
@@ -236,6 +256,8 @@ COMING = frozenset({"requested", "provisioning"})
 AWAITING_JOIN = frozenset({"provisioning", "running"})
 #: Instances the provider must still hold for us: one its list no longer shows is lost.
 HELD = frozenset({"running", "joined", "idle", "busy"})
+#: Instances on their way back: what the provider says of them is the return's to settle.
+RETURNING = frozenset({"return_planned", "returning"})
 #: Instances from which a return may be planned.
 RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planned" in dsts)
 #: Instances an owner gives back on its own, once what left them there has ended.

@@ -15,9 +15,10 @@ from persistence.projection import Projection
 HostEvent = tuple[InstanceRecord, str, "int | None"]
 
 
-def host_events(s: OwnerSettings, events: Iterable[HostEvent]) -> Effects:
+def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host event") -> Effects:
     """Each event moves its host along the instance machine, where the table allows.
 
+    ``said``: who said so, for the reason (a host event, or the scheduler's view of its hosts).
     A host seen ``provisioning`` that is reported idle or busy joined before a
     status poll saw it running: it goes through ``joined``. An event that the
     table does not allow from where the host is (a late ``busy`` for a host
@@ -32,7 +33,7 @@ def host_events(s: OwnerSettings, events: Iterable[HostEvent]) -> Effects:
             if step == state or not INSTANCE.allowed(state, step):
                 continue
             payloads.append(InstanceChanged(kind=f"instance_{step}", machine_id=inst.machine_id, state=step,
-                                            reason=f"host event {event}", event_seq=seq))
+                                            reason=f"{said} {event}", event_seq=seq))
             state = step
         expected[inst.machine_id] = state
     return write(Notes("host-events"), payloads)

@@ -77,7 +77,7 @@ def replan_returns(p: Projection, s: OwnerSettings, now: float, busy: Collection
     """Give back again what a failed return left behind, machines that failed to start, and orphans."""
     machines, grants = returns_due(
         p.instances_in(*LEFT_BEHIND, provider=s.name), p.open(s.name).grants, p.requests, now,
-        s.policy.cooldown / 4, s.policy.orphans == "return")
+        s.policy.cooldown / 4, s.policy.orphans == "return", cap=s.policy.backoff_max)
     fx = NOTHING
     for reason, ids in sorted(machines.items()):
         fx += plan_return(p, s, ids, {}, reason, busy)

@@ -7,24 +7,30 @@ facts hold and the provider no longer lists, or takes back, is lost.
 
 Absence and strangeness are judged over several looks, kept in
 ``Sightings``: a machine of a request whose answer is not recorded yet is
-unknown for a moment, and a cloud's list may miss a machine once.
+unknown for a moment, and a cloud's list may miss a machine for a while, so
+one is declared lost only after several lists over ``policy.lost_after``.
+The ends a provider reported are not taken on trust either: a machine
+declared lost that is listed again is adopted back (the scheduler uses it)
+or treated as an orphan, and a machine still listed ``policy.return_grace``
+after its return completed is an orphan again, returned under a new token.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Container, Iterable
 from dataclasses import dataclass, field
 
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, Payload
 from messages.records import InstanceRecord
-from messages.scripts import Holdings, Machine, Reclaims, ScriptResult, StatusReport
-from messages.states import HELD, INSTANCE
+from messages.scripts import HeldGrant, Holdings, Machine, Reclaims, ScriptResult, StatusReport
+from messages.states import HELD, INSTANCE, RETURNING
 from owner.calls import Call, CheckReclaims, List, ScanStatus
 from owner.effects import Effects, Notes, note, write
 from owner.settings import OwnerSettings
 from persistence.projection import Projection
 
-#: Lists in a row that must miss a machine the facts hold before it is declared lost.
+#: Lists in a row that must miss a machine the facts hold before it is declared lost (and
+#: ``policy.lost_after`` must have passed since the first of them).
 MISSES_TO_LOSE = 2
 
 
@@ -35,8 +41,8 @@ class Sightings:
 
     #: machine id -> when the orphan search first found it unknown to the facts
     unknown_since: dict[str, float] = field(default_factory=dict)
-    #: machine id -> lists in a row that did not show a machine we hold
-    missing: dict[str, int] = field(default_factory=dict)
+    #: machine id -> (when a list first missed a machine we hold, lists in a row that missed it)
+    missing: dict[str, tuple[float, int]] = field(default_factory=dict)
 
 
 def scan(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) -> Effects:
@@ -58,43 +64,87 @@ def scan(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) 
 
 
 def listed(p: Projection, s: OwnerSettings, started: float, result: ScriptResult, now: float,
-           seen: Sightings) -> tuple[Effects, Sightings]:
-    """A ``list`` answer: unknown machines and grants become orphans, machines no longer listed are lost."""
+           seen: Sightings, in_cluster: Container[str] = ()) -> tuple[Effects, Sightings]:
+    """A ``list`` answer, held against the facts.
+
+    Unknown machines and grants become orphans; machines missing long enough are lost; a lost
+    machine listed again is adopted back when the scheduler's view lists its name (``in_cluster``),
+    else it is an orphan; a machine or grant still listed ``return_grace`` after its return
+    completed is an orphan again. ``started``: when the list was taken (records younger than it
+    are not judged by it).
+    """
     if not result.ok or not isinstance(result.output, Holdings):
         return note("warning", f"provider {s.name}: orphan search failed: {result.reason}"), seen
     held = result.output
     payloads, unknown = _unknown_machines(p, s, held.machines, now, seen.unknown_since)
+    payloads += _listed_again(p, s, held.machines, now, in_cluster)
     listed_ids = {m.machine_id for m in held.machines}
     mine = p.instances_in(*sorted(HELD), provider=s.name)
     ours = {i.machine_id for i in mine}
-    missing = {k: n for k, n in seen.missing.items() if k not in listed_ids and k in ours}
+    missing = {k: v for k, v in seen.missing.items() if k not in listed_ids and k in ours}
     for inst in mine:
         if inst.machine_id in listed_ids or inst.seen_at >= started:
             continue  # listed, or recorded after the list was taken
-        missing[inst.machine_id] = missing.get(inst.machine_id, 0) + 1
-        if missing[inst.machine_id] >= MISSES_TO_LOSE:
-            payloads.append(InstanceChanged(kind="instance_lost", machine_id=inst.machine_id, state="lost",
-                                            reason="no longer held by the provider"))
+        first, misses = missing.get(inst.machine_id, (started, 0))
+        missing[inst.machine_id] = (first, misses + 1)
+        if misses + 1 >= MISSES_TO_LOSE and now - first >= s.policy.lost_after:
+            payloads.append(InstanceChanged(
+                kind="instance_lost", machine_id=inst.machine_id, state="lost",
+                reason=f"no longer listed by the provider since {misses + 1} lists over "
+                       f"{now - first:.0f}s"))
             del missing[inst.machine_id]
     for g in held.grants:
-        key = g.token or g.request_id
-        grant = p.grants.get(key)
-        if grant is None:
-            orphan_id = f"orphan-{key}" if key else s.new_id("orphan")
-            if orphan_id not in p.grants:
-                payloads.append(GrantChanged(kind="grant_orphan_found", grant_id=orphan_id, resource=g.resource,
-                                             state="orphaned", count=g.count,
-                                             reason="held by the provider, unknown to the facts"))
-        elif grant.state == "failed":
-            payloads.append(GrantChanged(kind="grant_orphan_found", grant_id=grant.id, resource=grant.resource,
-                                         state="orphaned", count=g.count,
-                                         reason="recorded as failed, yet the provider still holds it"))
-        elif grant.state == "granted" and g.count < grant.count and grant.history.changes[-1].at < started:
-            # A partial return that timed out went back after all: the units stop counting and costing.
-            payloads.append(GrantChanged(kind="grant_part_returned", grant_id=grant.id, resource=grant.resource,
-                                         state="granted", count=grant.count - g.count,
-                                         reason="the provider holds fewer units than recorded"))
+        payloads += _listed_grant(p, s, g, started, now)
     return write(Notes("orphans"), payloads), Sightings(unknown, missing)
+
+
+def _listed_again(p: Projection, s: OwnerSettings, machines: Iterable[Machine], now: float,
+                  in_cluster: Container[str]) -> list[Payload]:
+    """Machines the facts say are gone that the provider still lists."""
+    out: list[Payload] = []
+    for m in machines:
+        inst = p.instances.get(f"{s.name}/{m.machine_id}")
+        if inst is None or m.result == "fail":
+            continue
+        if inst.state == "lost":
+            if inst.name in in_cluster:
+                out.append(InstanceChanged(kind="instance_joined", machine_id=m.machine_id, state="joined",
+                                           reason="listed again by the provider, and in the scheduler's view: "
+                                                  "adopted back"))
+            else:
+                out.append(InstanceChanged(kind="instance_orphan_found", machine_id=m.machine_id, state="orphaned",
+                                           reason="listed again by the provider after it was declared lost"))
+        elif inst.state == "returned" and now - (inst.ended_at or now) >= s.policy.return_grace:
+            out.append(InstanceChanged(
+                kind="instance_orphan_found", machine_id=m.machine_id, state="orphaned",
+                reason=f"still listed by the provider {now - (inst.ended_at or now):.0f}s after its return "
+                       f"{inst.return_request_id} completed: the provider and the facts disagree"))
+    return out
+
+
+def _listed_grant(p: Projection, s: OwnerSettings, g: HeldGrant, started: float, now: float) -> list[Payload]:
+    """One grant the provider holds for us, against the facts."""
+    # Named as the provider knows it: a return must name it so, or the provider cannot tell which.
+    key = g.token or g.request_id
+    grant = p.grants.get(key) if key else None
+    if grant is None:
+        return [GrantChanged(kind="grant_orphan_found", grant_id=key or s.new_id("orphan"), resource=g.resource,
+                             state="orphaned", count=g.count, reason="held by the provider, unknown to the facts")]
+    if grant.state == "failed":
+        return [GrantChanged(kind="grant_orphan_found", grant_id=grant.id, resource=grant.resource,
+                             state="orphaned", count=g.count,
+                             reason="recorded as failed, yet the provider still holds it")]
+    if grant.state == "returned" and g.count and now - (grant.ended_at or now) >= s.policy.return_grace:
+        return [GrantChanged(kind="grant_orphan_found", grant_id=grant.id, resource=grant.resource,
+                             state="orphaned", count=g.count,
+                             reason=f"still held by the provider {now - (grant.ended_at or now):.0f}s after its "
+                                    "return completed: the provider and the facts disagree")]
+    if grant.state == "granted" and g.count < grant.count and grant.history.changes[-1].at < started:
+        # A partial return that timed out went back after all: the units stop counting and costing.
+        return [GrantChanged(kind="grant_part_returned", grant_id=grant.id, resource=grant.resource,
+                             state="granted", count=grant.count - g.count,
+                             reason="the provider holds fewer units than recorded")]
+    return []
 
 
 def scanned(p: Projection, s: OwnerSettings, result: ScriptResult, now: float,
@@ -118,7 +168,9 @@ def reclaimed(p: Projection, s: OwnerSettings, result: ScriptResult) -> Effects:
         if inst is None and r.name:
             by_name = p.live_by_name(s.name) if by_name is None else by_name
             inst = by_name.get(r.name)
-        if inst is not None and inst.state not in INSTANCE.terminal and INSTANCE.allowed(inst.state, "lost"):
+        # A host we are giving back is the return's to settle: the provider taking it is no loss.
+        if inst is not None and inst.state not in INSTANCE.terminal and inst.state not in RETURNING \
+                and INSTANCE.allowed(inst.state, "lost"):
             payloads.append(InstanceChanged(kind="instance_lost", machine_id=inst.machine_id, state="lost",
                                             reason="taken back by the provider"))
     return write(Notes("reclaims"), payloads)

@@ -8,7 +8,7 @@ is the driver's business, what they ask is ``owner.polls`` and ``owner.scans``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Container
 
 from messages.scripts import ScriptResult
 from owner.calls import Call, Carry, CheckReclaims, Describe, List, Poll, ReadUsage, ScanStatus
@@ -49,8 +49,12 @@ def step(p: Projection, s: OwnerSettings, now: float, busy: Collection[object], 
 
 
 def answer(p: Projection, s: OwnerSettings, call: Call, result: ScriptResult, now: float, busy: Collection[object],
-           seen: Sightings) -> tuple[Effects, Sightings]:
-    """What a call's result comes to, read against why the call was made."""
+           seen: Sightings, in_cluster: Container[str] = ()) -> tuple[Effects, Sightings]:
+    """What a call's result comes to, read against why the call was made.
+
+    ``in_cluster``: the names of this provider's hosts in the scheduler's latest view (a host the
+    provider lists again after it was lost is adopted back when the scheduler uses it).
+    """
     fx = disable(p, s, result, busy)
     purpose = call.purpose
     if isinstance(purpose, Carry):
@@ -62,7 +66,7 @@ def answer(p: Projection, s: OwnerSettings, call: Call, result: ScriptResult, no
     elif isinstance(purpose, ReadUsage):
         fx += used(p, s, purpose.resource, result)
     elif isinstance(purpose, List):
-        more, seen = listed(p, s, purpose.started, result, now, seen)
+        more, seen = listed(p, s, purpose.started, result, now, seen, in_cluster)
         fx += more
     elif isinstance(purpose, ScanStatus):
         more, seen = scanned(p, s, result, now, seen)

@@ -373,16 +373,24 @@ class Projection:
         if p.state == rec.state:
             # A failed return planned again: the record follows the new return request, or the
             # owner would take the old failure for a fresh one and plan the return once more.
+            if p.state == "return_planned" and p.request_id and p.request_id != rec.return_request_id:
+                rec.returns += 1
             if p.state in ("return_planned", "returning") and p.request_id:
                 rec.return_request_id = p.request_id
             return
+        ended = rec.state in INSTANCE.terminal
         rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
         if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
             rec.joined_at = fact.time
+        if p.state == "return_planned" and p.request_id and p.request_id != rec.return_request_id:
+            rec.returns += 1
         if p.state in ("return_planned", "returning") and p.request_id:
             rec.return_request_id = p.request_id
         if p.state in INSTANCE.terminal:
             self._part(fact.provider).live_instances.pop(key, None)
+        elif ended:
+            # The provider showed the end was none (listed again): it is ours again.
+            self._part(fact.provider).live_instances[key] = None
 
     def _grant_changed(self, fact: Fact, p: GrantChanged) -> None:
         if p.kind == "grant_orphan_found" and p.grant_id not in self.grants:
@@ -394,8 +402,15 @@ class Projection:
             self._part(fact.provider).live_grants[p.grant_id] = None
             return
         rec = self.grants[p.grant_id]
+        ended = rec.state in GRANT.terminal
+        if p.state == "return_planned" and p.request_id and p.request_id != rec.return_request_id:
+            rec.returns += 1
         if p.state != rec.state:
             rec.history = rec.history.advance(GRANT, p.state, fact.time, p.reason)
+        if ended and p.state not in GRANT.terminal:
+            # Still held long after its return completed: ours again, to give back again.
+            rec.ended_at = None
+            self._part(rec.provider).live_grants[rec.id] = None
         if p.kind == "grant_part_returned":
             # The rest stays granted since the grant began; the part stops costing now.
             given = min(p.count, rec.count)

@@ -15,6 +15,19 @@ AGAIN = "its last return failed: return again"
 ORPHANS = "orphans: return"
 #: A machine that failed to start may still be held, and billed, until it is given back.
 FAILED = "failed to start: give it back"
+#: Returns planned for one host or grant before its owner stops trying and reports it: a provider
+#: that never gives it back (it does not know the id, or refuses) must not be asked for ever.
+MAX_RETURNS = 5
+
+
+def given_up(returns: int) -> bool:
+    """True when a record's returns have failed so often that only an operator may try again."""
+    return returns >= MAX_RETURNS
+
+
+def pause_after(returns: int, pause: float, cap: float) -> float:
+    """How long after the last failed return the next is planned: doubling with each, up to ``cap``."""
+    return min(cap, pause * 2 ** max(0, returns - 1))
 
 
 def settled(requests: Mapping[str, RequestRecord], request_id: str, now: float, pause: float) -> bool:
@@ -37,14 +50,20 @@ def returns_due(
     now: float,
     pause: float,
     orphans_go: bool,
+    cap: float = float("inf"),
 ) -> tuple[dict[str, list[str]], dict[tuple[str, str], dict[str, int]]]:
     """Machines by reason, and grants by (resource, reason) with the units each gives back.
 
-    ``instances`` and ``grants`` are one provider's records still in motion.
+    ``instances`` and ``grants`` are one provider's records still in motion. A record whose
+    returns keep failing is planned again after a pause that doubles with each (up to ``cap``),
+    and no more once it has ``MAX_RETURNS`` of them (see ``given_up``).
     """
     machines: dict[str, list[str]] = {}
     for inst in instances:
-        if inst.state == "return_planned" and settled(requests, inst.return_request_id, now, pause):
+        if given_up(inst.returns):
+            continue
+        if inst.state == "return_planned" and settled(requests, inst.return_request_id, now,
+                                                      pause_after(inst.returns, pause, cap)):
             machines.setdefault(AGAIN, []).append(inst.machine_id)
         elif inst.state == "failed" and settled(requests, inst.request_id, now, pause):
             machines.setdefault(FAILED, []).append(inst.machine_id)
@@ -52,7 +71,10 @@ def returns_due(
             machines.setdefault(ORPHANS, []).append(inst.machine_id)
     parts: dict[tuple[str, str], dict[str, int]] = {}
     for g in sorted(grants, key=lambda g: g.id):
-        if g.state == "return_planned" and settled(requests, g.return_request_id, now, pause):
+        if given_up(g.returns):
+            continue
+        if g.state == "return_planned" and settled(requests, g.return_request_id, now,
+                                                   pause_after(g.returns, pause, cap)):
             parts.setdefault((g.resource, AGAIN), {})[g.id] = g.returning or g.count
         elif g.state == "orphaned" and orphans_go and g.count:
             parts.setdefault((g.resource, ORPHANS), {})[g.id] = g.count

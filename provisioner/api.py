@@ -20,7 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from messages.demand import DemandSnapshot
+from messages.demand import DemandSnapshot, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from provisioner.apimodels import (
     ActionBody,
@@ -274,11 +274,27 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
 
     # A name with a line break matches no route at all (the path pattern stops at it): 404.
     @app.post("/v1/hosts/{name:path}/events", response_model=HostEventOut, tags=["demand"],
-              responses={**_AUTH, 404: {"model": Error, "description": "the path holds a line break: no host"}})
+              responses={**_AUTH, 404: {"model": Error, "description": "no live host has that name"},
+                         409: {"model": Error, "description": "the name is live at several providers: name one"}})
     def host_event(caller: Scheduler, name: Annotated[str, Path(max_length=200, pattern=HOST_NAME)],
                    body: HostEventBody) -> dict[str, Any]:
-        """A host joined the cluster, went idle or became busy (``name`` as the provider reported it)."""
-        return ops.host_event(name, body.event)
+        """A host joined the cluster, went idle or became busy (``name`` as the provider reported it).
+
+        ``provider`` in the body names whose host it is; without it, the name must be live at one provider.
+        """
+        return ops.host_event(name, body.event, body.provider)
+
+    @app.get("/v1/supply", response_model=SupplySnapshot | None, responses=_AUTH, tags=["demand"])
+    def supply(_: Reader) -> Any:
+        """The scheduler's current view of its hosts; null before the first."""
+        return ops.supply()
+
+    @app.put("/v1/supply", response_model=SupplySnapshot, responses=_AUTH, tags=["demand"])
+    def put_supply(caller: Scheduler, view: SupplySnapshot) -> SupplySnapshot:
+        """Replace the scheduler's view of its hosts (idle or busy); it corrects host events that were lost."""
+        stored = ops.put_supply(view)
+        log.info("api: %s put supply view %d (%d hosts)", caller.name, stored.seq, len(stored.hosts))
+        return stored
 
     # --- operators' actions -----------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from messages.demand import HostEventKind
+from messages.demand import HostEventKind, Name
 from messages.description import ProviderDescription
 from messages.facts import Chosen, Rejected
 
@@ -146,6 +146,8 @@ class HostEventBody(BaseModel):
     model_config = {"extra": "forbid"}
 
     event: HostEventKind
+    #: Whose host it is; needed when two providers each have a live host of that name.
+    provider: Name | None = None
 
 
 class HostEventOut(BaseModel):
@@ -153,6 +155,7 @@ class HostEventOut(BaseModel):
     name: str
     event: HostEventKind
     time: float
+    provider: str | None = None
 
 
 class ActionBody(BaseModel):

@@ -17,15 +17,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from config.load import load_config
 from config.located import ConfigError
 from config.models import Config
-from messages.demand import DemandSnapshot
+from messages.demand import DemandSnapshot, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.controller import open_controller
@@ -43,6 +43,9 @@ from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Oper
 from provisioner.readmodel import ReadModel
 
 log = logging.getLogger("provisioner")
+
+#: A document model the CLI reads from a file.
+M = TypeVar("M", bound=BaseModel)
 
 
 class CliError(Exception):
@@ -120,8 +123,11 @@ class Direct:
     def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]:
         return self.ops.put_demand(snapshot).to_dict()
 
-    def host_event(self, name: str, event: str) -> dict[str, Any]:
-        return self.ops.host_event(name, event)  # type: ignore[arg-type]
+    def host_event(self, name: str, event: str, provider: str | None = None) -> dict[str, Any]:
+        return self.ops.host_event(name, event, provider)  # type: ignore[arg-type]
+
+    def put_supply(self, view: SupplySnapshot) -> dict[str, Any]:
+        return self.ops.put_supply(view).to_dict()
 
     def steer(self, provider: str, action: str, reason: str) -> dict[str, Any]:
         return self.ops.steer(provider, action, reason, self.by)  # type: ignore[arg-type]
@@ -193,11 +199,28 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_demand_put(args: argparse.Namespace) -> int:
-    data = sys.stdin.buffer.read() if args.file == "-" else _read(args.file)
-    where = "stdin" if args.file == "-" else args.file
+    snapshot = _document(args.file, DemandSnapshot)
+    with _closing(_source(args)) as s:
+        stored = s.put_demand(snapshot)
+    print(f"demand {stored['seq']} stored: {len(stored['items'])} items")
+    return 0
+
+
+def cmd_supply_put(args: argparse.Namespace) -> int:
+    view = _document(args.file, SupplySnapshot)
+    with _closing(_source(args)) as s:
+        stored = s.put_supply(view)
+    print(f"supply view {stored['seq']} stored: {len(stored['hosts'])} hosts")
+    return 0
+
+
+def _document(file: str, model: type[M]) -> M:
+    """A JSON or YAML document (a file, or - for stdin) as ``model``; a clear error naming the place if not."""
+    data = sys.stdin.buffer.read() if file == "-" else _read(file)
+    where = "stdin" if file == "-" else file
     try:
         doc = orjson.loads(data) if data.lstrip()[:1] in (b"{", b"[") else _yaml(data, where)
-        snapshot = DemandSnapshot.model_validate(doc)
+        return model.model_validate(doc)
     except orjson.JSONDecodeError as exc:
         raise CliError(f"{where}: not valid JSON: {exc}") from None
     except ValidationError as exc:
@@ -205,10 +228,6 @@ def cmd_demand_put(args: argparse.Namespace) -> int:
         path = ".".join(str(p) for p in first["loc"])
         raise CliError(f"{where}: {path}: {first['msg']}" + (f" ({len(exc.errors()) - 1} more)"
                                                                if len(exc.errors()) > 1 else "")) from None
-    with _closing(_source(args)) as s:
-        stored = s.put_demand(snapshot)
-    print(f"demand {stored['seq']} stored: {len(stored['items'])} items")
-    return 0
 
 
 def _read(path: str) -> bytes:
@@ -246,7 +265,7 @@ def cmd_demand_show(args: argparse.Namespace) -> int:
 
 def cmd_host(args: argparse.Namespace) -> int:
     with _closing(_source(args)) as s:
-        ev = s.host_event(args.name, args.event)
+        ev = s.host_event(args.name, args.event, args.provider)
     print(f"host event {ev['seq']}: {ev['name']} {ev['event']}")
     return 0
 
@@ -477,7 +496,14 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("host", help="report a host event as the scheduler would")
     p.add_argument("event", choices=["joined", "idle", "busy"])
     p.add_argument("name", help="the machine name the provider reported")
+    p.add_argument("--provider", help="whose host it is (needed when two providers have a live host of that name)")
     p.set_defaults(fn=cmd_host)
+    supply = sub.add_parser("supply", help="the scheduler's view of its hosts").add_subparsers(dest="supply",
+                                                                                              required=True)
+    p = supply.add_parser("put", help="replace it with a view (JSON or YAML file, or - for stdin): "
+                                      '{"hosts": [{"name", "provider" (optional), "state": "idle" | "busy"}]}')
+    p.add_argument("file")
+    p.set_defaults(fn=cmd_supply_put)
     for name, view in VIEWS.items():
         p = out(sub.add_parser(name, help=f"list {name}"))
         for field in view.filters:

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from messages.demand import DemandSnapshot
+from messages.demand import DemandSnapshot, SupplySnapshot
 from provisioner.auth import TokensError, check_private
 
 PAGE = 1000
@@ -90,8 +90,12 @@ class Remote:
     def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]:
         return self._call("PUT", "/v1/demand", snapshot.to_dict())
 
-    def host_event(self, name: str, event: str) -> dict[str, Any]:
-        return self._call("POST", f"/v1/hosts/{_seg(name)}/events", {"event": event})
+    def host_event(self, name: str, event: str, provider: str | None = None) -> dict[str, Any]:
+        body = {"event": event, **({"provider": provider} if provider else {})}
+        return self._call("POST", f"/v1/hosts/{_seg(name)}/events", body)
+
+    def put_supply(self, view: SupplySnapshot) -> dict[str, Any]:
+        return self._call("PUT", "/v1/supply", view.to_dict())
 
     def steer(self, provider: str, action: str, reason: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/providers/{_seg(provider)}/{action}", {"reason": reason})

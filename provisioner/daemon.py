@@ -111,6 +111,7 @@ class Daemon:
         c = self.controller
         shared = self.shared
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
+                                          refused_events=self.metrics.refused_events,
                                           snapshot=snapshot, shared=shared)
         self.budget = BudgetActor.start(self.journal, self.cfg.budget, shared, clock=self.clock, policy=self.cfg.policy,
                                         providers=self.cfg.providers)
@@ -149,7 +150,8 @@ class Daemon:
         api = self.cfg.api
         tokens = load_tokens(api.tokens) if api.tokens else None
         billing = plan_settings(self.cfg.policy, self.cfg.budget, self.cfg.providers).billing_units
-        ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing)
+        ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing,
+                         refused_events=self.metrics.refused_events)
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
 

@@ -52,6 +52,9 @@ class Metrics:
             "provisioner_journal_commit_seconds", "How long one group commit of facts to the controller took.",
             buckets=COMMIT_BUCKETS, registry=self.registry)
         self.registry.register(StateCollector(read_model, controller, cfg, clock))
+        #: Host events refused, by reason (``unknown``, ``ambiguous``): the journal and the REST API count them.
+        self.refused_events: Tally[str] = Tally()
+        self.registry.register(RefusedEvents(self.refused_events))
 
     def script_done(self, result: ScriptResult) -> None:
         self.script_duration.observe(result.provider, result.action, result.duration_s)
@@ -63,6 +66,25 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class RefusedEvents(Collector):
+    """``provisioner_host_events_refused_total``: host events that named no live host, or a name live at
+    several providers with no provider named."""
+
+    def __init__(self, tally: Tally[str]) -> None:
+        self.tally = tally
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("provisioner_host_events_refused", "Host events refused: no live host of "
+                                     "that name (unknown), or live at several providers (ambiguous).",
+                                     labels=["reason"])
+        for reason in ("unknown", "ambiguous"):
+            family.add_metric([reason], self.tally[reason])
+        yield family
 
 
 class ScriptTimes(Collector):

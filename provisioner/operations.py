@@ -8,13 +8,16 @@ through the daemon's journal (REST) or straight to the controller (CLI).
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter
 from typing import Any, Callable, Literal, Mapping, NamedTuple
 
 from lease.port import Lease
-from messages.demand import DemandSnapshot, HostEventKind
+from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
 from messages.facts import Fact, Order, Payload, ProviderAdmin, make_fact
 from messages.states import GRANT, INSTANCE
+from persistence.host_names import live_providers
 from persistence.port import Controller
 from persistence.projection import Projection
 from provisioner import views
@@ -28,6 +31,8 @@ STEER_KINDS: dict[str, Literal["provider_paused", "provider_resumed", "provider_
 #: States from which the state machines allow a return to be planned.
 HOST_RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planned" in dsts)
 GRANT_RETURNABLE = frozenset(s for s, dsts in GRANT.edges.items() if "return_planned" in dsts)
+
+log = logging.getLogger(__name__)
 
 #: Commits facts and returns them as accepted, or raises ``CommitFailed``.
 Commit = Callable[[list[Fact]], list[Fact]]
@@ -75,7 +80,10 @@ VIEWS: dict[str, View] = {
 
 class Operations:
     def __init__(self, read_model: ReadModel, controller: Controller, commit: Commit, audit: AuditLog | None,
-                 clock: Callable[[], float] = time.time, billing_units: Mapping[str, float] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, billing_units: Mapping[str, float] | None = None,
+                 refused_events: Counter[str] | None = None) -> None:
+        """``refused_events``: counts host events refused (``unknown``, ``ambiguous``), for the metrics."""
+        self.refused_events: Counter[str] = refused_events if refused_events is not None else Counter()
         self.read_model = read_model
         self.controller = controller
         self.commit = commit
@@ -108,8 +116,36 @@ class Operations:
     def put_demand(self, snapshot: DemandSnapshot) -> DemandSnapshot:
         return self.controller.put_demand(snapshot)
 
-    def host_event(self, name: str, event: HostEventKind) -> dict[str, Any]:
-        return self.controller.post_host_event(name, event, self.clock()).to_dict()
+    def host_event(self, name: str, event: HostEventKind, provider: str | None = None) -> dict[str, Any]:
+        """Record a host event, once it is clear whose host it is.
+
+        A name no live host has is an error (the event would vanish); a name live at several
+        providers, with no provider named, is refused (applied to both, one join would mark two
+        hosts joined). Either way nothing is stored, the refusal is logged and counted.
+        """
+        with self.read_model.current() as p:
+            where = live_providers(p, [name])[name]
+        if provider is not None and provider not in where:
+            self.refused_events["unknown"] += 1
+            log.warning("host event %s %s refused: no live host of that name at provider %s", name, event, provider)
+            raise NotFound(f"no live host named {name!r} at provider {provider!r}"
+                           + (f" (it is live at {', '.join(where)})" if where else ""))
+        if provider is None and not where:
+            self.refused_events["unknown"] += 1
+            log.warning("host event %s %s refused: no live host has that name", name, event)
+            raise NotFound(f"no live host named {name!r} (see: provisioner instances)")
+        if provider is None and len(where) > 1:
+            self.refused_events["ambiguous"] += 1
+            log.error("host event %s %s refused: the name is live at providers %s", name, event, ", ".join(where))
+            raise Conflict(f"host name {name!r} is live at providers {', '.join(sorted(where))}: name the provider "
+                           "(--provider, or \"provider\" in the body)")
+        return self.controller.post_host_event(name, event, self.clock(), provider=provider).to_dict()
+
+    def supply(self) -> SupplySnapshot | None:
+        return self.controller.get_supply()
+
+    def put_supply(self, view: SupplySnapshot) -> SupplySnapshot:
+        return self.controller.put_supply(view)
 
     # --- operators' actions ------------------------------------------------------------
 

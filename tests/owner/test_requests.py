@@ -11,10 +11,13 @@ from messages.facts import (
     RequestChanged,
     RequestPlanned,
 )
+from messages.scripts import RequestState, StatusReport
 from owner.calls import Carry
 from owner.effects import OrderTaken, RequestSettled
+from owner.polls import polled
 from owner.requests import NO_TOKEN, carried, carry_out, expire, fail, replan_returns, take_order
 from policy.retry import MAX_ATTEMPTS
+from policy.returns import MAX_RETURNS, given_up
 from tests.support.facts import T0, commit, kinds, projection
 from tests.support.owners import accepted, result, settings
 
@@ -194,3 +197,31 @@ def test_a_failed_return_is_planned_again_once_under_a_new_request(hosts):
     assert isinstance(planned, RequestPlanned) and planned.machines == ["m"]
     assert p.instances["p/m"].return_request_id not in ("r", "")
     assert not replan_returns(p, hosts, later + 3600, busy=()), "not again while its new return is under way"
+
+
+def test_a_return_that_makes_no_progress_backs_off_and_stops_after_a_bound(units):
+    """An orphan grant the provider will not take back must not be returned for ever (it was, every pause)."""
+    p = projection("p", [(None, GrantChanged(kind="grant_orphan_found", grant_id="tok-9", resource="vcs",
+                                             state="orphaned", count=3))])
+    now, pauses = T0 + 10, []
+    for attempt in range(1, MAX_RETURNS + 1):
+        fx = replan_returns(p, units, now, busy=())
+        (w,) = fx.writes
+        rid = w.ids[0]
+        commit(p, "p", fx, now)
+        (call,) = carry_out(p, units, p.requests[rid], now, busy=(), inherited=False).calls
+        assert call.document["grants"] == ["tok-9"], "the grant is named as the provider knows it"
+        commit(p, "p", carried(p, units, rid, accepted(f"ret-{attempt}", "return")), now)
+        # The provider: "returned 0 of 3".
+        commit(p, "p", polled(p, units, {f"ret-{attempt}": rid}, result("status", output=StatusReport(requests=[
+            RequestState(request_id=f"ret-{attempt}", status="complete_with_error", message="returned 0 of 3")]))),
+               now)
+        assert p.grants["tok-9"].returns == attempt
+        wait = 0.0
+        while not replan_returns(p, units, now + wait, busy=()) and wait < 10 * units.policy.backoff_max:
+            wait += 1.0
+        pauses.append(wait)
+        now += wait
+    assert pauses[-1] >= 10 * units.policy.backoff_max, f"no return after the {MAX_RETURNS}th: {pauses}"
+    assert pauses[0] < pauses[1] < pauses[2], "each pause longer than the last"
+    assert p.grants["tok-9"].state == "return_planned" and given_up(p.grants["tok-9"].returns)

@@ -179,8 +179,9 @@ def test_the_live_actor_and_the_simulators_owner_write_the_same_facts(tmp_path):
     simulated = by_record(drive_simulated())
     assert live == simulated
     # The sequence reached everything it was meant to: both owners did the whole round trip.
-    assert [p["state"] for p in live[("hosts", "instance", "o1.1-m0")]] == ["running", "joined", "idle", "return_planned",
-                                                                 "returning", "returned"]
-    assert [(p["base"], p["borrowed"], p["total"]) for p in live[("lic", "resource", "vcs")]] == [(2, 0, 2), (2, 3, 5), (2, 2, 4)]
+    host = [p["state"] for p in live[("hosts", "instance", "o1.1-m0")]]
+    assert host == ["running", "joined", "idle", "return_planned", "returning", "returned"]
+    totals = [(p["base"], p["borrowed"], p["total"]) for p in live[("lic", "resource", "vcs")]]
+    assert totals == [(2, 0, 2), (2, 3, 5), (2, 2, 4)]
     grant = [p["kind"] for p in live[("lic", "grant", "o2.1")]]
     assert grant[:2] == ["grant_granted", "grant_return_planned"] and grant[-1] == "grant_part_returned"
