@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import version
 
 from prometheus_client.parser import text_string_to_metric_families
-
-import logging
 
 from messages.facts import ProviderAdmin, RequestChanged, RequestPlanned, make_fact
 from tests.support.exported import exporter
