@@ -4,7 +4,8 @@ Every PromQL expression (dashboard targets and variables, alert rules) is
 parsed with a PromQL parser; each metric it selects must be a sample name of
 the daemon's real exposition (``tests/support/exported.py`` scrapes it), and
 each label it matches on or groups by must be one those samples carry, or
-one Prometheus adds when it scrapes (``job``, ``instance``).
+one Prometheus adds when it scrapes (``job``, ``instance``). And every
+metric the daemon exports is in the metrics table of ``docs/operations.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.support.exported import TARGET_LABELS, exported
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DASHBOARD = EXAMPLES / "grafana" / "provisioner-dashboard.json"
 RULES = EXAMPLES / "prometheus" / "provisioner-alerts.yaml"
+OPERATIONS = EXAMPLES.parent / "docs" / "operations.md"
 
 #: What Grafana puts in place of its variables before a query is sent: any value of the right kind will do.
 GRAFANA_VARIABLES = {"__rate_interval": "5m", "__interval": "1m", "__range": "6h", "job": "provisioner"}
@@ -185,3 +187,12 @@ def test_the_dashboard_imports_anywhere_its_data_source_is_a_variable():
         if var["type"] == "query":
             assert var["datasource"] == ref, var["name"]
     assert doc["uid"] and doc["title"] and "id" not in doc, "no instance-specific id: Grafana assigns one"
+
+
+def test_every_exported_metric_is_in_the_metrics_table_of_the_operations_docs(names):
+    documented = set(re.findall(r"^\| `(provisioner_\w+)` \|", OPERATIONS.read_text(), re.MULTILINE))
+    for sample in names:
+        if sample.endswith("_created"):
+            continue
+        family = re.sub(r"_(bucket|count|sum)$", "", sample)
+        assert sample in documented or family in documented, f"{sample} is not in docs/operations.md's table"
