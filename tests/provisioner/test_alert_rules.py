@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
-RULES_DIR = Path(__file__).resolve().parents[2] / "examples" / "prometheus"
-RULES = RULES_DIR / "provisioner-alerts.yaml"
+from tests.support.dashboards import RULES, alert_rules
+
+RULES_DIR = RULES.parent
 RULE_TESTS = RULES_DIR / "provisioner-alerts.test.yaml"
 
 #: The alerts the rules must carry, one per condition operators asked to be told of.
@@ -36,10 +36,6 @@ def run(promtool: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120, cwd=RULES_DIR)
 
 
-def rules() -> list[dict]:
-    return [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
-
-
 def test_promtool_checks_the_rules(promtool):
     r = run(promtool, "check", "rules", RULES.name)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -52,7 +48,7 @@ def test_promtool_unit_tests_of_the_rules_pass(promtool):
 
 
 def test_every_alert_waits_has_a_severity_and_says_what_to_do():
-    found = rules()
+    found = alert_rules()
     assert {r["alert"] for r in found} == ALERTS
     for rule in found:
         name = rule["alert"]

@@ -10,24 +10,15 @@ metric the daemon exports is in the metrics table of ``docs/operations.md``.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
-from typing import Iterator
 
 import promql_parser
 import pytest
-import yaml
 
+from tests.support.dashboards import ROOT, dashboard, dashboard_queries, panels, rule_queries
 from tests.support.exported import TARGET_LABELS, exported
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-DASHBOARD = EXAMPLES / "grafana" / "provisioner-dashboard.json"
-RULES = EXAMPLES / "prometheus" / "provisioner-alerts.yaml"
-OPERATIONS = EXAMPLES.parent / "docs" / "operations.md"
-
-#: What Grafana puts in place of its variables before a query is sent: any value of the right kind will do.
-GRAFANA_VARIABLES = {"__rate_interval": "5m", "__interval": "1m", "__range": "6h", "job": "provisioner"}
+OPERATIONS = ROOT / "docs" / "operations.md"
 
 #: Metrics the dashboard must show, one per panel operators asked for.
 SHOWN = {"provisioner_instances", "provisioner_units", "provisioner_cost_per_hour", "provisioner_cost_total",
@@ -39,46 +30,6 @@ SHOWN = {"provisioner_instances", "provisioner_units", "provisioner_cost_per_hou
 @pytest.fixture(scope="module")
 def names(tmp_path_factory) -> dict[str, set[str]]:
     return exported(tmp_path_factory.mktemp("exported"))
-
-
-def dashboard() -> dict:
-    return json.loads(DASHBOARD.read_text())
-
-
-def panels(doc: dict) -> Iterator[dict]:
-    for panel in doc["panels"]:
-        yield panel
-        yield from panel.get("panels", [])
-
-
-def grafana(expr: str) -> str:
-    """``expr`` with Grafana's variables ($name, ${name}, [[name]]) replaced as Grafana would."""
-    def value(m: re.Match) -> str:
-        name = m.group(1) or m.group(2) or m.group(3)
-        assert name in GRAFANA_VARIABLES, f"unknown dashboard variable {name!r} in {expr!r}"
-        return GRAFANA_VARIABLES[name]
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)|\[\[(\w+)\]\]", value, expr)
-
-
-def dashboard_queries() -> list[tuple[str, str]]:
-    """(where, PromQL) for every target and query variable of the dashboard."""
-    doc = dashboard()
-    out = []
-    for panel in panels(doc):
-        for target in panel.get("targets", []):
-            out.append((f"panel {panel['title']!r} {target['refId']}", grafana(target["expr"])))
-    for var in doc["templating"]["list"]:
-        if var["type"] == "query":
-            m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", var["query"]["query"])
-            assert m, f"variable {var['name']}: expected label_values(METRIC, LABEL)"
-            out.append((f"variable {var['name']}", grafana(m.group(1))))
-            out.append((f"variable {var['name']} (label)", f'count by ({m.group(2)}) ({grafana(m.group(1))})'))
-    return out
-
-
-def rule_queries() -> list[tuple[str, str]]:
-    doc = yaml.safe_load(RULES.read_text())
-    return [(f"alert {r['alert']}", r["expr"]) for g in doc["groups"] for r in g["rules"]]
 
 
 class Used:
