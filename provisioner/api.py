@@ -34,6 +34,7 @@ from provisioner.apimodels import (
     HostEventBody,
     HostEventOut,
     InstanceRow,
+    Liveness,
     OrphanRow,
     Page,
     ProviderDetail,
@@ -44,6 +45,7 @@ from provisioner.audit import AuditError
 from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer
+from provisioner.version import version
 from provisioner.views import BadCursor
 
 log = logging.getLogger(__name__)
@@ -192,10 +194,10 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
 
     # --- health and metrics -------------------------------------------------------------
 
-    @app.get("/healthz", response_model=Health, response_model_exclude_none=True, tags=["health"])
+    @app.get("/healthz", response_model=Liveness, tags=["health"])
     def healthz() -> dict[str, Any]:
-        """The process answers."""
-        return {"status": "ok"}
+        """The process answers; with its version."""
+        return {"status": "ok", "version": version()}
 
     @app.get("/readyz", response_model=Health, tags=["health"], responses={503: {"model": Error}})
     def readyz() -> Any:

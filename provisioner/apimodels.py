@@ -182,3 +182,9 @@ class Error(BaseModel):
 class Health(BaseModel):
     status: str
     seq: int | None = None
+
+
+class Liveness(BaseModel):
+    status: str
+    #: The daemon's version (the installed package's).
+    version: str

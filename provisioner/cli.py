@@ -41,6 +41,7 @@ from provisioner.client import ClientError, Remote, read_token
 from provisioner.demo import default_home, demo_config, sim_admin
 from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
 from provisioner.readmodel import ReadModel
+from provisioner.version import version
 
 log = logging.getLogger("provisioner")
 
@@ -466,6 +467,7 @@ class _closing:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="provisioner", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"provisioner {version()}")
     ap.add_argument("--config", help="config file (default: $PROVISIONER_CONFIG, ./provisioner.yaml, the demo)")
     ap.add_argument("--controller", help="controller URL, e.g. sqlite:///var/lib/provisioner/state.db")
     ap.add_argument("--url", help="talk to a running daemon's REST API instead (default: $PROVISIONER_URL)")

@@ -33,6 +33,7 @@ from policy.costs import costs as policy_costs
 from policy.settings import budget_limits, plan_settings
 from policy.supply import SupplyView
 from provisioner import views
+from provisioner.healthmetrics import BuildInfo, ControllerAnswered, cluster_health
 from provisioner.readmodel import ReadModel
 
 SCRIPT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -51,7 +52,8 @@ class Metrics:
         self.journal_commit = Histogram(
             "provisioner_journal_commit_seconds", "How long one group commit of facts to the controller took.",
             buckets=COMMIT_BUCKETS, registry=self.registry)
-        self.registry.register(StateCollector(read_model, controller, cfg, clock))
+        self.registry.register(BuildInfo())
+        self.registry.register(ControllerAnswered(StateCollector(read_model, controller, cfg, clock)))
         #: Host events refused, by reason (``unknown``, ``ambiguous``): the journal and the REST API count them.
         self.refused_events: Tally[str] = Tally()
         self.registry.register(RefusedEvents(self.refused_events))
@@ -159,6 +161,7 @@ class StateCollector(Collector):
                 since=period_start(now, self.limits.spend_per)).total
             providers = sorted(set(p.providers) | set(self.cfg.instance.serves))
             facts = dict(self.read_model.facts_by_kind)
+            health = cluster_health(p, now)
 
         yield _family(CounterMetricFamily, "provisioner_requests", "Requests finished, by provider, action "
                       "(request or return) and outcome (their final state).", ["provider", "action", "outcome"],
@@ -189,6 +192,7 @@ class StateCollector(Collector):
         yield _family(GaugeMetricFamily, "provisioner_budget_remaining", "Room left under each configured budget "
                       "limit (hosts, units, currency per hour, currency this period).", ["limit"],
                       self._budget(used, spent))
+        yield from health
 
     def _budget(self, used: Usage, spent: float) -> list[tuple[tuple[str, ...], float]]:
         """What each configured cap still allows, measured as the budget review measures it."""

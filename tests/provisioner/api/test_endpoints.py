@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
+from importlib.metadata import version
 
 import pytest
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def test_views_after_a_demand_round(start_api):
     api = start_api()
-    assert api.ok("GET", "/healthz", None) == {"status": "ok"}
+    assert api.ok("GET", "/healthz", None) == {"status": "ok", "version": version("provisioner")}
     p = api.demand_round()
 
     providers = api.ok("GET", "/v1/providers")
