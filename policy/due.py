@@ -13,8 +13,9 @@ of quiet costs nothing. Each moment is the edge of a time condition in
 - a cooldown ends, a rate window slides, a spend period starts, while an
   item has need that could not be placed;
 - an idle host or unused grant comes due for reclaim (idle time, minimum
-  hold, the end of a wanting spell, a billing-unit return window, a peak of
-  license use leaving the idle window).
+  hold, the end of a wanting spell of a host or bundle item it could
+  serve, a billing-unit return window, a peak of license use leaving the
+  idle window).
 
 Decisions that order nothing may therefore be recorded at other moments
 than a live planner would; what is ordered and returned is the same.
@@ -28,13 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from messages.demand import DemandSnapshot, HostItem, UnitItem
+from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Decision
 from messages.records import InstanceRecord
 from policy.cooldown import cooldowns
 from policy.costs import HOLDING
 from policy.limits import HOUR
-from policy.matching import Selector
+from policy.matching import Serves
 from policy.reclaim import wanted_until
 from policy.rounds import PlanState
 from policy.settings import PlanSettings
@@ -83,9 +84,9 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
     if short:
         for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max).values():
             at(c.until)
-    items = [i for i in (demand.items if demand else []) if isinstance(i, HostItem)]
+    items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
     recent = wanted_until(state.decisions, now) if items else {}
-    wanting = [(Selector(i), i) for i in items]
+    wanting = [(Serves(i), i) for i in items]
     grace = settings.join_grace
     for inst in state.instances.values():
         # The hottest loop of a simulation: a month holds many hosts, few of them in their grace.
@@ -140,7 +141,7 @@ def _spare(state: PlanState, resource: str, borrowed: int, since: float) -> int:
 
 
 def _reclaim_due(inst: InstanceRecord, state: PlanState, now: float, settings: PlanSettings, idle_time: float,
-                 wanting: list[tuple[Selector, HostItem]], recent: dict[str, float]) -> float:
+                 wanting: list[tuple[Serves, HostItem | BundleItem]], recent: dict[str, float]) -> float:
     """When an idle host could first be ordered back, if nothing else changes (inf: not before new demand)."""
     rec = state.providers.get(inst.provider)
     desc = rec.description if rec is not None else None
