@@ -319,6 +319,16 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """A dry run of one planning round on a demand file (provisioner/plan.py)."""
+    from provisioner.plan import plan_main
+
+    if _remote(args) is not None:
+        raise CliError("plan reads the controller itself: give --config or --controller, not --url")
+    url, home, cfg = _direct(args)
+    return plan_main(args.demand, url, home, cfg, args.empty, args.output)
+
+
 def cmd_sim(args: argparse.Namespace) -> int:
     """Replay a demand trace against simulated providers under one or more policy variants."""
     from sim.config import load_sim_config
@@ -490,6 +500,10 @@ def parser() -> argparse.ArgumentParser:
     p = why(orphan.add_parser("return", help="give back an orphaned host or grant"))
     p.add_argument("id", help="its id in the orphans list")
     p.set_defaults(fn=cmd_return_orphan)
+    p = out(sub.add_parser("plan", help="what one planning round would order for a demand file; writes nothing"))
+    p.add_argument("--demand", required=True, help="demand snapshot, JSON or YAML file (- for stdin)")
+    p.add_argument("--empty", action="store_true", help="plan as if no supply existed (nothing held or in flight)")
+    p.set_defaults(fn=cmd_plan)
     p = sub.add_parser("sim", help="evaluate policy offline: replay a demand trace against simulated providers")
     p.add_argument("--config", dest="sim_config", required=True, help="simulator config (see examples/sim.yaml)")
     p.add_argument("--trace", required=True, help="demand trace, JSON lines (see docs/offline-evaluation.md)")
