@@ -353,9 +353,10 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     from sim.synth import Shape, generate, parse_load
     from sim.trace import DEFAULT_START, write_trace
 
-    loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units]
+    loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units] + [
+        parse_load("bundles", b) for b in args.bundles]
     if not loads:
-        raise CliError("trace generate: give at least one --hosts or --units item")
+        raise CliError("trace generate: give at least one --hosts, --units or --bundles item")
     start = DEFAULT_START
     if args.start:
         from sim.trace import Header
@@ -521,6 +522,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a host item, e.g. batch:40:4:ncpus>=16;type=X86_64")
     p.add_argument("--units", action="append", default=[], metavar="ID:RESOURCE:PEAK[:BASE]",
                    help="a license item, e.g. lic:vcs:30:5 (counts include the owned base)")
+    p.add_argument("--bundles", action="append", default=[], metavar="ID:RESOURCES:PEAK[:BASE[:SELECT]]",
+                   help="a bundle item, e.g. sim:ncpus=2;mem=8192:400:40:type=X86_64")
     p.add_argument("--days", type=float, default=7.0)
     p.add_argument("--step", default="1m", help="time between samples of the want (default 1m)")
     p.add_argument("--seed", type=int, default=1)
