@@ -35,13 +35,7 @@ from collections.abc import Iterable, Mapping
 
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Order
-from messages.records import (
-    DecisionRecord,
-    GrantRecord,
-    InstanceRecord,
-    ProviderRecord,
-    ResourceRecord,
-)
+from messages.records import DecisionRecord, GrantRecord, InstanceRecord, ProviderRecord, ResourceRecord
 from messages.states import REQUEST
 from policy.costs import HOLDING
 from policy.granularity import size_down

@@ -1,4 +1,4 @@
-"""The rounds' trimmed view keeps what a bundle item's in-flight count reads: a packed order while its request may bring hosts."""
+"""The trimmed view keeps what in-flight bundles are read from: a packed order while its request may bring hosts."""
 
 from __future__ import annotations
 
