@@ -9,12 +9,14 @@ of quiet costs nothing. Each moment is the edge of a time condition in
 - supply stops counting as in flight for an item (an untaken order or an
   unknown outcome times out, a joined host or granted grant leaves
   ``join_grace``), but only once more of it has stopped than the item's
-  surplus of supply over its need;
+  surplus of supply over its need; for a bundle item, in bundles: those its
+  packed orders carry, and the share of them riding on each request's hosts;
 - a cooldown ends, a rate window slides, a spend period starts, while an
   item has need that could not be placed;
 - an idle host or unused grant comes due for reclaim (idle time, minimum
-  hold, the end of a wanting spell, a billing-unit return window, a peak of
-  license use leaving the idle window).
+  hold, the end of a wanting spell of a host or bundle item it could
+  serve, a billing-unit return window, a peak of license use leaving the
+  idle window).
 
 Decisions that order nothing may therefore be recorded at other moments
 than a live planner would; what is ordered and returned is the same.
@@ -26,19 +28,20 @@ is the first one past it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from messages.demand import DemandSnapshot, HostItem, UnitItem
+from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Decision
-from messages.records import InstanceRecord
+from messages.records import InstanceRecord, RequestRecord
+from messages.states import REQUEST
 from policy.cooldown import cooldowns
 from policy.costs import HOLDING
 from policy.limits import HOUR
-from policy.matching import Selector
+from policy.matching import Serves
 from policy.reclaim import wanted_until
 from policy.rounds import PlanState
 from policy.settings import PlanSettings
-from policy.supply import SERVING, pending
+from policy.supply import ARRIVING, SERVING, pending, unresolved
 
 #: A moment just after an inclusive deadline.
 AFTER = 1e-3
@@ -77,15 +80,22 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
         lim = settings.providers.get(order.provider)
         if short and lim is not None and lim.rate_count is not None and order.order.action == "request":
             at(order.at + lim.rate_per)
+    packed: list[tuple[RequestRecord, dict[str, int]]] = []
     for req in state.requests.values():
         if req.state == "failed" and req.outcome == "timeout":
             leaves(req.item_id, req.created_at + timeout + AFTER, req.count)
+        if req.order_id and req.action == "request" and req.count > 0:
+            order = state.orders.get(req.order_id)
+            if order is not None and order.order.loads:
+                packed.append((req, order.order.bundles))
+    if packed:
+        _bundles_leaving(packed, state, now, settings, leaves)
     if short:
         for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max).values():
             at(c.until)
-    items = [i for i in (demand.items if demand else []) if isinstance(i, HostItem)]
+    items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
     recent = wanted_until(state.decisions, now) if items else {}
-    wanting = [(Selector(i), i) for i in items]
+    wanting = [(Serves(i), i) for i in items]
     grace = settings.join_grace
     for inst in state.instances.values():
         # The hottest loop of a simulation: a month holds many hosts, few of them in their grace.
@@ -131,6 +141,45 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
     return None if found == math.inf else found
 
 
+def _bundles_leaving(packed: list[tuple[RequestRecord, dict[str, int]]], state: PlanState, now: float,
+                     settings: PlanSettings, leaves: Callable[[str, float, int], None]) -> None:
+    """When the bundles riding on packed requests' hosts stop counting as in flight, and how many.
+
+    As ``policy.supply.bundles_in_flight`` counts them: a request's hosts in
+    flight (coming, joined within ``join_grace``, not seen while it may
+    still bring them) carry each item's bundles in proportion, rounded up.
+    A joined host leaving its grace, or the unseen hosts of a request of
+    unknown outcome timing out, lowers that share.
+    """
+    wanted = {req.id for req, _ in packed}
+    seen: dict[str, list[InstanceRecord]] = {}
+    for inst in state.instances.values():
+        if inst.request_id in wanted:
+            seen.setdefault(inst.request_id, []).append(inst)
+    grace, timeout = settings.join_grace, settings.order_timeout
+    for req, bundles in packed:
+        hosts = seen.get(req.id, [])
+        coming = sum(1 for i in hosts if i.state in ARRIVING)
+        moments = [(i.joined_at + grace, 1) for i in hosts
+                   if i.state in SERVING and i.joined_at is not None and now - i.joined_at < grace]
+        unseen = max(0, req.count - len(hosts)) if unresolved(req, now, timeout) else 0
+        flying = coming + len(moments) + unseen
+        if unseen and req.state in REQUEST.terminal:  # an unknown outcome: counted until it times out
+            moments.append((req.created_at + timeout + AFTER, unseen))
+        for t, n in sorted(moments):
+            after = flying - n
+            for item, carried in bundles.items():
+                drop = _share(carried, flying, req.count) - _share(carried, after, req.count)
+                if drop > 0:
+                    leaves(item, t, drop)
+            flying = after
+
+
+def _share(bundles: int, flying: int, asked: int) -> int:
+    """An item's bundles on ``flying`` of ``asked`` hosts, as ``bundles_in_flight`` rounds them."""
+    return bundles if flying >= asked else -(-bundles * flying // asked)
+
+
 def _spare(state: PlanState, resource: str, borrowed: int, since: float) -> int:
     """At most how many borrowed units of a resource nobody used since ``since``."""
     res = state.resources.get(resource)
@@ -140,7 +189,7 @@ def _spare(state: PlanState, resource: str, borrowed: int, since: float) -> int:
 
 
 def _reclaim_due(inst: InstanceRecord, state: PlanState, now: float, settings: PlanSettings, idle_time: float,
-                 wanting: list[tuple[Selector, HostItem]], recent: dict[str, float]) -> float:
+                 wanting: list[tuple[Serves, HostItem | BundleItem]], recent: dict[str, float]) -> float:
     """When an idle host could first be ordered back, if nothing else changes (inf: not before new demand)."""
     rec = state.providers.get(inst.provider)
     desc = rec.description if rec is not None else None

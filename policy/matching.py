@@ -2,6 +2,8 @@
 
 A selector is compiled once per item shape, then tested against many
 templates: planning over thousands of templates must stay cheap.
+``Serves`` adds what a bundle needs: a host of the template must hold one
+of its bundles (what reclaim asks of an idle host before keeping it).
 """
 
 from __future__ import annotations
@@ -70,6 +72,37 @@ class Selector:
             if not test(have):
                 return False
         return True
+
+
+#: Relative slack when comparing amounts, as the packer allows (10 bundles of 0.1 CPU fit on 1 CPU).
+EPS = 1e-9
+
+
+def amount(value: AttrValue | None) -> float:
+    """A template attribute as an amount a bundle can take some of (0 when it is not a number)."""
+    if isinstance(value, bool) or value is None:
+        return 0.0
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
+
+
+class Serves(Selector):
+    """Whether a host of a template can do an item's work: its selector matches and, for a bundle
+    item, the host holds at least one of its bundles (every resource it needs, in full)."""
+
+    def __init__(self, item: HostItem | BundleItem) -> None:
+        super().__init__(item)
+        self.needs = tuple(item.resources.items()) if isinstance(item, BundleItem) else ()
+
+    def matches(self, template: Template, zone: str | None = None) -> bool:
+        if not super().matches(template, zone):
+            return False
+        attributes = template.attributes
+        return all(amount(attributes.get(key)) >= need * (1 - EPS) for key, need in self.needs)
 
 
 @lru_cache(maxsize=4096)

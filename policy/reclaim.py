@@ -4,10 +4,12 @@ Hosts. An idle host is returned when all of these hold:
 
 - it has been idle for ``idle_time`` (without a break: a busy spell restarts it);
 - it has been held for the provider's minimum hold since launch;
-- no demand item its template could serve asks for hosts now, nor needed
-  more than was on its way within the last ``idle_time`` (hysteresis: while
-  new hosts are still being ordered for work it could do, it is not given
-  back only for others to be bought);
+- no demand item its template could serve asks for hosts (or bundles) now,
+  nor needed more than was on its way within the last ``idle_time``
+  (hysteresis: while new hosts are still being ordered for work it could
+  do, it is not given back only for others to be bought). A host item
+  could use it when its selector matches the template; a bundle item when
+  its selector matches and one host holds at least one of its bundles;
 - if the provider sets a billing-boundary ``return_window``: the end of its
   current billed unit is at most that far away (an hour already paid for is
   used to the end).
@@ -31,20 +33,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from messages.demand import DemandSnapshot, HostItem, UnitItem
+from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Order
-from messages.records import (
-    DecisionRecord,
-    GrantRecord,
-    InstanceRecord,
-    ProviderRecord,
-    ResourceRecord,
-)
+from messages.records import DecisionRecord, GrantRecord, InstanceRecord, ProviderRecord, ResourceRecord
 from messages.states import REQUEST
 from policy.costs import HOLDING
 from policy.granularity import size_down
 from policy.limits import HOUR, UNLIMITED, ProviderLimits
-from policy.matching import Selector
+from policy.matching import Serves
 from policy.supply import SupplyView
 
 
@@ -81,7 +77,7 @@ def reclaim(
     items = demand.items if demand else []
     limits = limits or {}
     recent = wanted_until(history, now)
-    hosts_wanted = [(Selector(i), i) for i in items if isinstance(i, HostItem)
+    hosts_wanted = [(Serves(i), i) for i in items if isinstance(i, (HostItem, BundleItem))
                     and (i.count > 0 or recent.get(i.id, -math.inf) > now - idle_time)]
     returning_machines, returning_grants = _already_returning(view)
     by_provider: dict[str, list[str]] = {}
@@ -104,7 +100,7 @@ def reclaim(
 
 
 def _host_due(inst: InstanceRecord, rec: ProviderRecord, lim: ProviderLimits,
-              wanted: list[tuple[Selector, HostItem]], now: float, idle_time: float) -> str:
+              wanted: list[tuple[Serves, HostItem | BundleItem]], now: float, idle_time: float) -> str:
     """Why this idle host goes back now, or "" if it stays."""
     desc = rec.description
     held_since = inst.launched_at if inst.launched_at is not None else inst.seen_at

@@ -346,6 +346,16 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """A dry run of one planning round on a demand file (provisioner/plan.py)."""
+    from provisioner.plan import plan_main
+
+    if _remote(args) is not None:
+        raise CliError("plan reads the controller itself: give --config or --controller, not --url")
+    url, home, cfg = _direct(args)
+    return plan_main(args.demand, url, home, cfg, args.empty, args.output)
+
+
 def cmd_sim(args: argparse.Namespace) -> int:
     """Replay a demand trace against simulated providers under one or more policy variants."""
     from sim.config import load_sim_config
@@ -370,9 +380,10 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     from sim.synth import Shape, generate, parse_load
     from sim.trace import DEFAULT_START, write_trace
 
-    loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units]
+    loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units] + [
+        parse_load("bundles", b) for b in args.bundles]
     if not loads:
-        raise CliError("trace generate: give at least one --hosts or --units item")
+        raise CliError("trace generate: give at least one --hosts, --units or --bundles item")
     start = DEFAULT_START
     if args.start:
         from sim.trace import Header
@@ -528,6 +539,10 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schema", help="print the JSON Schema of a demand snapshot, a host event or a fact")
     p.add_argument("what", choices=["demand", "host-event", "fact"])
     p.set_defaults(fn=cmd_schema)
+    p = out(sub.add_parser("plan", help="what one planning round would order for a demand file; writes nothing"))
+    p.add_argument("--demand", required=True, help="demand snapshot, JSON or YAML file (- for stdin)")
+    p.add_argument("--empty", action="store_true", help="plan as if no supply existed (nothing held or in flight)")
+    p.set_defaults(fn=cmd_plan)
     p = sub.add_parser("sim", help="evaluate policy offline: replay a demand trace against simulated providers")
     p.add_argument("--config", dest="sim_config", required=True, help="simulator config (see examples/sim.yaml)")
     p.add_argument("--trace", required=True, help="demand trace, JSON lines (see docs/offline-evaluation.md)")
@@ -545,6 +560,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a host item, e.g. batch:40:4:ncpus>=16;type=X86_64")
     p.add_argument("--units", action="append", default=[], metavar="ID:RESOURCE:PEAK[:BASE]",
                    help="a license item, e.g. lic:vcs:30:5 (counts include the owned base)")
+    p.add_argument("--bundles", action="append", default=[], metavar="ID:RESOURCES:PEAK[:BASE[:SELECT]]",
+                   help="a bundle item, e.g. sim:ncpus=2;mem=8192:400:40:type=X86_64")
     p.add_argument("--days", type=float, default=7.0)
     p.add_argument("--step", default="1m", help="time between samples of the want (default 1m)")
     p.add_argument("--seed", type=int, default=1)

@@ -37,6 +37,8 @@ from provisioner.healthmetrics import BuildInfo, ControllerAnswered, cluster_hea
 from provisioner.readmodel import ReadModel
 
 SCRIPT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+#: The kinds of demand item, each reported even when the snapshot has none of it.
+DEMAND_KINDS = ("hosts", "units", "bundles")
 COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -182,11 +184,12 @@ class StateCollector(Collector):
         yield _family(GaugeMetricFamily, "provisioner_lease_owned", "1 when this daemon holds the provider's lease.",
                       ["provider"], [((name,), float(leases.get(f"provider:{name}") == self.cfg.instance.id))
                                      for name in providers])
-        unmet = {"hosts": 0, "units": 0}
+        unmet = dict.fromkeys(DEMAND_KINDS, 0)
         for item in demand.items if demand else []:
-            unmet[item.kind] += item.count
+            unmet[item.kind] = unmet.get(item.kind, 0) + item.count
         yield _family(GaugeMetricFamily, "provisioner_demand_unmet", "The scheduler's unmet need in the current "
-                      "demand snapshot, by kind.", ["kind"], [((k,), v) for k, v in unmet.items()])
+                      "demand snapshot, by kind (hosts, license units, bundles of work).", ["kind"],
+                      [((k,), v) for k, v in unmet.items()])
         yield _family(CounterMetricFamily, "provisioner_facts", "Facts in the controller's log, by kind.",
                       ["kind"], [((k,), v) for k, v in sorted(facts.items())])
         yield _family(GaugeMetricFamily, "provisioner_budget_remaining", "Room left under each configured budget "

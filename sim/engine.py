@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from messages.demand import DemandSnapshot, HostItem, UnitItem
+from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import (
     Decision,
     Fact,
@@ -47,10 +47,11 @@ from messages.facts import (
     UsageObserved,
     make_fact,
 )
+from messages.records import InstanceRecord
 from persistence.projection import Projection
 from policy.catalog import Catalog
 from policy.due import next_change
-from policy.matching import Selector
+from policy.matching import Selector, amount
 from policy.rounds import catalog_for, outcome, propose, review_orders, with_cuts
 from policy.settings import plan_settings
 from policy.supply import ARRIVING
@@ -107,7 +108,10 @@ class Engine:
         self.catalog: Catalog | None = None
         self.clouds = {sp.name: Cloud(sp, cfg.seed) for sp in cfg.providers}
         self.owners = {name: Owner(self, cloud, cfg.policy, cfg.resources, calls) for name, cloud in self.clouds.items()}
-        self.scheduler = Scheduler(self._fits)
+        self.scheduler = Scheduler(self._fits, self._capacity)
+        self._capacities: dict[tuple[str, str | None], dict[str, float]] = {}
+        #: Per packed request: how many of its hosts have joined (each takes the next host's load).
+        self._joined_of: dict[str, int] = {}
         hold = {sp.name: max(sp.description.min_hold_s, sp.policy.billing_unit) or cfg.policy.idle_time
                 for sp in cfg.providers}
         self.metrics = Metrics(self.p, self.settings.billing_units, hold)
@@ -179,9 +183,9 @@ class Engine:
         self.at(self.now + RETIRE_EVERY, self._retire)
 
     def _sample(self) -> None:
-        wanted = {"hosts": 0, "units": 0}
+        wanted = {"hosts": 0, "units": 0, "bundles": 0}
         for item in self.scheduler.wanted.values():
-            wanted[item.kind] += item.count
+            wanted[item.kind] = wanted.get(item.kind, 0) + item.count
         self.metrics.sample(self.now, wanted)
 
     # --- facts ------------------------------------------------------------------------------------
@@ -310,9 +314,24 @@ class Engine:
         if cloud is not None and not cloud.held(self.now):
             return
         self.scheduler.join(Host(key=key, name=inst.name, provider=inst.provider, template=inst.template,
-                                 item=inst.item_id, joined_at=self.now))
+                                 item=inst.item_id, joined_at=self.now, plan=self._planned_load(inst)))
         self.owners[inst.provider].host_event(key, "joined")
         self._reassign(met_by_supply=True)
+
+    def _planned_load(self, inst: InstanceRecord) -> dict[str, int]:
+        """The bundles the planner packed onto a host bought for bundles: the n-th host of its request to
+        join gets the n-th host's load of the packed order ({} for other hosts)."""
+        req = self.p.requests.get(inst.request_id)
+        order = self.p.orders.get(req.order_id) if req is not None else None
+        if order is None or not order.order.loads:
+            return {}
+        n = self._joined_of.get(req.id, 0)  # type: ignore[union-attr]
+        self._joined_of[req.id] = n + 1  # type: ignore[union-attr]
+        for load in order.order.loads:
+            if n < load.hosts:
+                return dict(load.bundles)
+            n -= load.hosts
+        return {}
 
     def scheduler_leaves(self, key: str) -> None:
         if self.scheduler.leave(key) is not None:
@@ -322,6 +341,8 @@ class Engine:
         changes, self.host_unmet = self.scheduler.assign()
         for host, event in changes:
             self.owners[host.provider].host_event(host.key, event)
+        if self.scheduler.packing.allocated:
+            self.metrics.packing(self.now, self.scheduler.packing)
         self._push(met_by_supply)
 
     def _licenses(self) -> None:
@@ -362,10 +383,20 @@ class Engine:
         self.publish_due = False
         self._push(met_by_supply)
 
-    def _fits(self, item: HostItem, host: Host) -> bool:
+    def _fits(self, item: HostItem | BundleItem, host: Host) -> bool:
         desc = self.clouds[host.provider].desc
         t = desc.template(host.template) if host.template else None
         return t is not None and Selector(item).matches(t, desc.zone)
+
+    def _capacity(self, host: Host) -> dict[str, float]:
+        """What a host has of each numeric attribute of its template: what bundles take."""
+        key = (host.provider, host.template)
+        cap = self._capacities.get(key)
+        if cap is None:
+            t = self.clouds[host.provider].desc.template(host.template) if host.template else None
+            attributes = t.attributes if t is not None else {}
+            cap = self._capacities[key] = {k: amount(v) for k, v in attributes.items() if amount(v) > 0}
+        return cap
 
     # --- planning ----------------------------------------------------------------------------------
 
@@ -424,7 +455,8 @@ class Engine:
             return
         self.decided = with_cuts(proposal.decisions, proposal.orders, approved)
         counts = {i.id: i.count for i in self.demand.items} if self.demand else {}
-        self.short = any(d.in_flight + sum(c.count for c in d.chosen) < counts.get(d.item, 0) for d in self.decided)
+        self.short = any(d.in_flight + sum(c.count if c.bundles is None else c.bundles for c in d.chosen)
+                         < counts.get(d.item, 0) for d in self.decided)
         self._schedule(next_change(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time,
                                    self.decided))
 

@@ -14,7 +14,12 @@ sample.
   while nobody used them.
 - **Thrash**: returns followed, within the hold time (the provider's minimum
   hold or billing unit, else ``idle_time``), by a new order for the same
-  demand item.
+  demand item (for a host bought for bundles, any item whose bundles it was
+  bought to carry).
+- **Packing** (bundle items): per resource the bundles need, the integral
+  over time of what the bundle hosts have (allocated) and of what the
+  bundles running on them use (``sim.scheduler.Packing``), and their ratio,
+  the packing efficiency.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from messages.records import GrantRecord, InstanceRecord, ProviderRecord
 from messages.states import GRANT, INSTANCE
 from persistence.projection import Projection
 from policy.costs import costs, grant_cost, instance_cost, price
+from sim.scheduler import Packing
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -49,6 +55,11 @@ class Sample:
     unmet_units: int
     cost: float
     supply: dict[str, int] = field(default_factory=dict)
+    wanted_bundles: int = 0
+    unmet_bundles: int = 0
+    #: Per resource the bundles need: what the bundle hosts have, and what the bundles running use.
+    allocated: dict[str, float] = field(default_factory=dict)
+    used: dict[str, float] = field(default_factory=dict)
 
 
 class Metrics:
@@ -59,10 +70,17 @@ class Metrics:
         self.hold = dict(hold)
         self.closed: dict[str, float] = {}
         self.unmet: dict[str, tuple[str, int]] = {}
-        self.unmet_seconds = {"hosts": 0.0, "units": 0.0}
+        self.unmet_seconds = {"hosts": 0.0, "units": 0.0, "bundles": 0.0}
         self.unmet_since = 0.0
         self.waiting: dict[str, deque[float]] = {}
-        self.waits: dict[str, list[float]] = {"hosts": [], "units": []}
+        self.waits: dict[str, list[float]] = {"hosts": [], "units": [], "bundles": []}
+        #: Whether the workload has bundle items (their figures are reported only then).
+        self.bundles = False
+        #: The bundle hosts' resources and the bundles' use now, since when, and their integrals.
+        self.now_packing = Packing()
+        self.packing_since = 0.0
+        self.allocated_seconds: dict[str, float] = {}
+        self.used_seconds: dict[str, float] = {}
         self.returns: dict[str, deque[tuple[float, float]]] = {}
         self.thrash = 0
         self.counts: dict[str, int] = {}
@@ -110,20 +128,30 @@ class Metrics:
         now = fact.time
         if o.action == "return":
             self.count("returns ordered")
-            items = ({self.p.instances[f"{fact.provider}/{m}"].item_id for m in o.machines
-                      if f"{fact.provider}/{m}" in self.p.instances}
+            items = ({item for m in o.machines if f"{fact.provider}/{m}" in self.p.instances
+                      for item in self._items(self.p.instances[f"{fact.provider}/{m}"])}
                      | {self.p.grants[g].item_id for g in o.grants if g in self.p.grants})
             until = now + self.hold.get(fact.provider, 0.0)
             for item in items - {""}:
                 self.returns.setdefault(item, deque()).append((now, until))
             return
         self.count("orders")
-        back = self.returns.get(o.item_id)
-        while back and back[0][1] < now:
-            back.popleft()
-        if back:
-            back.popleft()
-            self.thrash += 1
+        for item in [o.item_id] if not o.loads else sorted(o.bundles):
+            back = self.returns.get(item)
+            while back and back[0][1] < now:
+                back.popleft()
+            if back:
+                back.popleft()
+                self.thrash += 1
+                break  # one order re-buys once, whatever items its hosts carry
+
+    def _items(self, inst: InstanceRecord) -> list[str]:
+        """The demand items a host was bought for: its request's, or those whose bundles its packed order carries."""
+        if inst.item_id:
+            return [inst.item_id]
+        req = self.p.requests.get(inst.request_id)
+        order = self.p.orders.get(req.order_id) if req is not None else None
+        return sorted(order.order.bundles) if order is not None else []
 
     # --- the scheduler's need ------------------------------------------------------------------
 
@@ -131,6 +159,7 @@ class Metrics:
         """The unmet need per item (kind, count) from ``now`` on; ``met_by_supply``: drops are supply arriving."""
         self._integrate(now)
         for item, (kind, n) in unmet.items():
+            self.bundles = self.bundles or kind == "bundles"
             before = self.unmet.get(item, (kind, 0))[1]
             queue = self.waiting.setdefault(item, deque())
             if n > before:
@@ -150,6 +179,20 @@ class Metrics:
             for kind, n in self.unmet.values():
                 self.unmet_seconds[kind] += n * dt
         self.unmet_since = now
+
+    def packing(self, now: float, packing: Packing) -> None:
+        """The bundle hosts' resources and the bundles' use from ``now`` on."""
+        self._integrate_packing(now)
+        self.now_packing = packing
+
+    def _integrate_packing(self, now: float) -> None:
+        dt = now - self.packing_since
+        if dt > 0:
+            for r, v in self.now_packing.allocated.items():
+                self.allocated_seconds[r] = self.allocated_seconds.get(r, 0.0) + v * dt
+            for r, v in self.now_packing.used.items():
+                self.used_seconds[r] = self.used_seconds.get(r, 0.0) + v * dt
+        self.packing_since = now
 
     def units_idle(self, now: float, idle_cost_per_second: float) -> None:
         since, rate = self._units_idle
@@ -173,23 +216,26 @@ class Metrics:
             grant = self.p.grants[g]
             if grant.state in ("granted", "return_planned", "returning"):
                 supply[grant.provider] = supply.get(grant.provider, 0) + grant.count
-        unmet = {"hosts": 0, "units": 0}
+        unmet = {"hosts": 0, "units": 0, "bundles": 0}
         for kind, n in self.unmet.values():
             unmet[kind] += n
         self.samples.append(Sample(at=now, wanted_hosts=wanted.get("hosts", 0), unmet_hosts=unmet["hosts"],
                                    wanted_units=wanted.get("units", 0), unmet_units=unmet["units"],
-                                   cost=self.cost_now(now), supply=supply))
+                                   cost=self.cost_now(now), supply=supply, wanted_bundles=wanted.get("bundles", 0),
+                                   unmet_bundles=unmet["bundles"], allocated=dict(self.now_packing.allocated),
+                                   used=dict(self.now_packing.used)))
 
     # --- the end ----------------------------------------------------------------------------------
 
     def report(self, end: float, failovers: int, rounds: int, facts: int) -> dict[str, Any]:
         self._integrate(end)
+        self._integrate_packing(end)
         self.units_idle(end, 0.0)
         p = self.p
         c = costs(p.providers, p.instances, p.grants, end, self.billing)
         idle_hosts = sum(_idle_seconds(i, end) / 3600.0 * _price(p.providers, i) for i in p.instances.values())
-        waits = self.waits["hosts"] + self.waits["units"]
-        return {
+        waits = self.waits["hosts"] + self.waits["units"] + self.waits["bundles"]
+        out = {
             "total_cost": round(c.total, 4),
             "cost_by_provider": {n: round(pc.cost_so_far, 4) for n, pc in c.by_provider.items() if pc.cost_so_far},
             "unmet_host_hours": round(self.unmet_seconds["hosts"] / 3600.0, 4),
@@ -210,6 +256,14 @@ class Metrics:
             "planning_rounds": rounds,
             "facts": facts,
         }
+        if self.bundles:
+            out["unmet_bundle_hours"] = round(self.unmet_seconds["bundles"] / 3600.0, 4)
+            out["time_to_capacity_bundles_p95_s"] = _round(percentile(self.waits["bundles"], 95))
+            out["packing"] = {r: {"allocated_hours": round(a / 3600.0, 4),
+                                  "used_hours": round(self.used_seconds.get(r, 0.0) / 3600.0, 4),
+                                  "efficiency": round(self.used_seconds.get(r, 0.0) / a, 4) if a > 0 else None}
+                              for r, a in sorted(self.allocated_seconds.items())}
+        return out
 
 
 def _round(v: float | None) -> float | None:

@@ -3,7 +3,8 @@
 ``supply-<variant>.png`` stacks what each provider holds (the largest
 ones by name, the rest as "others") under the workload's want and the
 unmet need, hosts above and license units (over the owned base) below; ``cost.png`` draws the
-cost so far of every variant on one chart.
+cost so far of every variant on one chart; ``packing-<variant>.png`` (traces with bundle items)
+draws, per resource the bundles need, what the bundle hosts have against what the bundles use.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ SHOWN = 8
 def draw(out: Path, results: list[Result]) -> list[Path]:
     written = [_supply(out / f"supply-{r.variant.name}.png", r) for r in results]
     written.append(_cost(out / "cost.png", results))
+    written += [_packing(out / f"packing-{r.variant.name}.png", r) for r in results
+                if any(s.allocated for s in r.engine.metrics.samples)]
     return written
 
 
@@ -76,6 +79,29 @@ def _cost(path: Path, results: list[Result]) -> Path:
     ax.set_title("cumulative cost")
     ax.legend(loc="upper left")
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def _packing(path: Path, r: Result) -> Path:
+    samples = r.engine.metrics.samples
+    hours = [(s.at - r.engine.start) / 3600 for s in samples]
+    dims = sorted({d for s in samples for d in s.allocated})
+    fig, axes = plt.subplots(len(dims), 1, figsize=(10, 2.6 * len(dims)), sharex=True, squeeze=False)
+    for ax, dim in zip(axes[:, 0], dims):
+        allocated = [s.allocated.get(dim, 0.0) for s in samples]
+        used = [s.used.get(dim, 0.0) for s in samples]
+        ax.fill_between(hours, used, step="post", alpha=0.6, label="used by bundles")
+        ax.step(hours, allocated, where="post", color="black", linewidth=1.2, label="on bundle hosts")
+        eff = r.report.get("packing", {}).get(dim, {}).get("efficiency")
+        ax.set_ylabel(dim)
+        ax.set_title(f"{dim}: packing efficiency {eff:.1%}" if eff is not None else dim, fontsize=9)
+        ax.legend(loc="upper left", fontsize=7)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("hours since the trace start")
+    fig.suptitle(f"resources of the bundle hosts, and what the bundles use ({r.variant.name})")
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -76,16 +76,22 @@ def write_outputs(out: Path, results: list[Result], trace: Trace, config: str, p
 def _series(path: Path, results: list[Result]) -> None:
     providers = sorted({p for r in results for s in r.engine.metrics.samples for p in s.supply}
                        | {sp.name for r in results for sp in r.cfg.providers})
+    bundles = any(r.engine.metrics.bundles for r in results)
+    dims = sorted({d for r in results for s in r.engine.metrics.samples for d in s.allocated})
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["variant", "time", "hours", "wanted_hosts", "unmet_hosts", "wanted_units", "unmet_units",
-                    "cost_so_far"] + [f"supply:{p}" for p in providers])
+        w.writerow(["variant", "time", "hours", "wanted_hosts", "unmet_hosts", "wanted_units", "unmet_units"]
+                   + (["wanted_bundles", "unmet_bundles"] if bundles else [])
+                   + [f"{what}:{d}" for d in dims for what in ("allocated", "used")]
+                   + ["cost_so_far"] + [f"supply:{p}" for p in providers])
         for r in results:
             start = r.engine.start
             for s in r.engine.metrics.samples:
                 w.writerow([r.variant.name, _iso(s.at), round((s.at - start) / 3600, 4), s.wanted_hosts,
-                            s.unmet_hosts, s.wanted_units, s.unmet_units, round(s.cost, 4)]
-                           + [s.supply.get(p, 0) for p in providers])
+                            s.unmet_hosts, s.wanted_units, s.unmet_units]
+                           + ([s.wanted_bundles, s.unmet_bundles] if bundles else [])
+                           + [round(getattr(s, what).get(d, 0.0), 4) for d in dims for what in ("allocated", "used")]
+                           + [round(s.cost, 4)] + [s.supply.get(p, 0) for p in providers])
 
 
 def _iso(t: float) -> str:
@@ -114,6 +120,8 @@ def table(results: list[Result]) -> str:
     rows: list[list[str]] = []
     for label, key in ROWS:
         rows.append([label] + [_cell(r.report.get(key)) for r in results])
+        if key == "unmet_unit_hours" and any("unmet_bundle_hours" in r.report for r in results):
+            rows += _bundle_rows(results)
     for key in sorted({k for r in results for k in r.report["failures"]}):
         rows.append([key] + [_cell(r.report["failures"].get(key, 0)) for r in results])
     for key in sorted({k for r in results for k in r.report["counts"]}):
@@ -128,6 +136,20 @@ def table(results: list[Result]) -> str:
     for row in rows:
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
     return "\n".join(lines + ([""] + settings if settings else []))
+
+
+def _bundle_rows(results: list[Result]) -> list[list[str]]:
+    """Bundle items' figures: their waiting, and per resource how full the bundle hosts were kept."""
+    rows = [["unmet bundle-hours"] + [_cell(r.report.get("unmet_bundle_hours")) for r in results],
+            ["time to capacity bundles p95 (s)"] + [_cell(r.report.get("time_to_capacity_bundles_p95_s"))
+                                                    for r in results]]
+    for dim in sorted({d for r in results for d in r.report.get("packing", {})}):
+        cells = []
+        for r in results:
+            eff = r.report.get("packing", {}).get(dim, {}).get("efficiency")
+            cells.append("-" if eff is None else f"{eff:.1%}")
+        rows.append([f"packing efficiency {dim}"] + cells)
+    return rows
 
 
 def _cell(v: Any) -> str:

@@ -6,15 +6,26 @@ lets the rest go idle; what the work needs beyond the hosts it has is the
 *unmet* need it publishes as demand (docs/scheduler-interface.md). ``use`` and
 ``license_use`` are that arithmetic; the demo workload (``sim.workload``)
 and the simulator's ``Scheduler`` both use them.
+
+Bundle items want so many bundles running, each needing some of a host's
+resources (``ncpus: 2, mem: 8192``). The scheduler places them on the
+hosts no host item keeps busy, oldest host first: on a host bought for
+bundles, first the bundles the planner packed onto it (``Host.plan``, as a
+scheduler told which pending work each new node was bought for would),
+then, on whatever room is left anywhere, the rest, the items a host could
+run taking turns (higher ``priority`` first), within each host's resources
+and respecting ``select`` and ``exclusive``. Bundles that find no room are
+the item's unmet need. How well the hosts end up used is what the
+simulator's packing efficiency measures (``Packing``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
-from messages.demand import DemandItem, DemandSnapshot, HostItem, UnitItem
+from messages.demand import BundleItem, DemandItem, DemandSnapshot, HostItem, UnitItem
 
 H = TypeVar("H")
 
@@ -39,24 +50,55 @@ class Host:
     item: str
     joined_at: float
     busy: bool = False
+    #: Bundles it runs now, per bundle item.
+    bundles: dict[str, int] = field(default_factory=dict)
+    #: The bundles the planner packed onto it, per item, when it was bought for bundles.
+    plan: dict[str, int] = field(default_factory=dict)
+
+
+#: Relative slack when comparing amounts (10 bundles of 0.1 CPU fit on 1 CPU).
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Resources of the bundle hosts, and what the bundles running on them use.
+
+    Per resource the bundle items name (``ncpus``, ``mem`` ...): ``allocated``
+    is the sum over those hosts of what each has, ``used`` the sum over the
+    bundles running of what each needs.
+    """
+
+    allocated: Mapping[str, float] = field(default_factory=dict)
+    used: Mapping[str, float] = field(default_factory=dict)
+
+
+def _room(need: list[float], free: list[float]) -> int:
+    """How many bundles needing ``need`` fit in ``free``."""
+    return max(0, min((int(f / d + EPS) for f, d in zip(free, need) if d > 0), default=0))
 
 
 class Scheduler:
     """The simulated scheduler's state: the workload's wants and the hosts it runs work on.
 
     ``fits(item, host)`` says whether a host could do an item's work (its
-    template matches the item), so an idle host serves another item before
-    more are bought.
+    template matches the item's selector), so an idle host serves another
+    item before more are bought. ``capacity(host)`` is what a host has of
+    each numeric attribute of its template, for bundles to take.
     """
 
-    def __init__(self, fits: Callable[[HostItem, Host], bool]) -> None:
+    def __init__(self, fits: Callable[[HostItem | BundleItem, Host], bool],
+                 capacity: Callable[[Host], Mapping[str, float]] = lambda host: {}) -> None:
         self.fits = fits
+        self.capacity = capacity
         self.wanted: dict[str, DemandItem] = {}
         self.hosts: dict[str, Host] = {}
         self.seq = 0
         self.pushed: dict[str, int] | None = None
         #: The hosts oldest first, kept until one joins or leaves.
         self._oldest_first: list[Host] | None = None
+        #: What the last ``assign`` left the bundle hosts holding and using.
+        self.packing = Packing()
 
     def want(self, item: DemandItem) -> None:
         self.wanted[item.id] = item
@@ -70,11 +112,13 @@ class Scheduler:
         return self.hosts.pop(key, None)
 
     def assign(self) -> tuple[list[tuple[Host, str]], dict[str, int]]:
-        """Put hosts to work: (host, "busy" or "idle") for each that changes, and each host item's unmet need.
+        """Put hosts to work: (host, "busy" or "idle") for each that changes, and each host
+        and bundle item's unmet need.
 
-        An item's own hosts serve it first, oldest first (the newest fall idle
-        first); then idle hosts of other items take up what is still unmet,
-        where their template fits.
+        A host item's own hosts serve it first, oldest first (the newest fall
+        idle first); the hosts left over run bundles (``_place``); then hosts
+        running nothing take up what host items still lack, where their
+        template fits.
         """
         if self._oldest_first is None:
             self._oldest_first = sorted(self.hosts.values(), key=lambda h: (h.joined_at, h.key))
@@ -91,7 +135,16 @@ class Scheduler:
                 spare += rest
         for hosts in by_item.values():
             spare += hosts
-        for item_id, short in unmet.items():
+        bundled = [i for i in self.wanted.values() if isinstance(i, BundleItem)]
+        if bundled:
+            for h in self.hosts.values():
+                h.bundles = {}
+            unmet.update(self._place(bundled, sorted(spare, key=lambda h: (h.joined_at, h.key))))
+            busy.update(h.key for h in spare if h.bundles)
+            spare = [h for h in spare if not h.bundles]
+        for item_id, short in list(unmet.items()):
+            if not isinstance(self.wanted[item_id], HostItem):
+                continue
             item = self.wanted[item_id]
             while short > 0:
                 h = next((h for h in spare if self.fits(item, h)), None)  # type: ignore[arg-type]
@@ -102,6 +155,8 @@ class Scheduler:
                 busy.add(h.key)
                 short -= 1
             unmet[item_id] = short
+        if bundled:
+            self.packing = self._packing(bundled, busy)
         changes = []
         for h in self.hosts.values():
             now_busy = h.key in busy
@@ -109,6 +164,82 @@ class Scheduler:
                 h.busy = now_busy
                 changes.append((h, "busy" if now_busy else "idle"))
         return changes, unmet
+
+    def _place(self, items: list[BundleItem], hosts: list[Host]) -> dict[str, int]:
+        """Runs the items' bundles on ``hosts`` (oldest first); returns each item's bundles left without room.
+
+        On each host the items it could run take turns, higher priority
+        first, each placing up to its share of what still fits, until nothing
+        more fits: hosts end up running a mix, as the planner packed them,
+        without the scheduler knowing which host was bought for what.
+        """
+        order = sorted(items, key=lambda i: -i.priority)  # stable: the trace's order within a priority
+        by_id = {i.id: i for i in order}
+        left = {i.id: i.count for i in order}
+        dims = sorted({r for i in order for r in i.resources})
+        needs = {i.id: [float(i.resources.get(r, 0.0)) for r in dims] for i in order}
+        free: dict[str, list[float]] = {}
+        for h in hosts:
+            cap = self.capacity(h)
+            free[h.key] = [float(cap.get(r, 0.0)) for r in dims]
+            for item_id, n in h.plan.items():
+                i = by_id.get(item_id)
+                if i is not None and self._may_run(i, h):
+                    self._run(h, i, min(n, left[item_id], _room(needs[item_id], free[h.key])), free[h.key],
+                              needs[item_id], left)
+        for h in hosts:
+            able = [i for i in order if left[i.id] > 0 and self.fits(i, h)]
+            while able:
+                placed = False
+                for i in list(able):
+                    room = _room(needs[i.id], free[h.key]) if self._may_run(i, h) else 0
+                    n = min(left[i.id], max(1, room // len(able)) if room else 0)
+                    if n <= 0:
+                        able.remove(i)
+                        continue
+                    self._run(h, i, n, free[h.key], needs[i.id], left)
+                    placed = True
+                    if left[i.id] == 0:
+                        able.remove(i)
+                if not placed:
+                    break
+        return left
+
+    def _may_run(self, item: BundleItem, h: Host) -> bool:
+        """Whether ``item``'s bundles may join what ``h`` runs: an exclusive item's share a host with no other."""
+        if item.exclusive:
+            return all(k == item.id for k in h.bundles)
+        return not any(self.wanted[k].exclusive for k in h.bundles)  # type: ignore[union-attr]
+
+    @staticmethod
+    def _run(h: Host, item: BundleItem, n: int, free: list[float], need: list[float], left: dict[str, int]) -> None:
+        if n <= 0:
+            return
+        h.bundles[item.id] = h.bundles.get(item.id, 0) + n
+        left[item.id] -= n
+        for r, d in enumerate(need):
+            free[r] -= n * d
+
+    def _packing(self, items: list[BundleItem], busy: set[str]) -> Packing:
+        """What the bundle hosts hold, and what the bundles on them use.
+
+        Bundle hosts: those running bundles, and those bought for bundles
+        (packed orders name no item) that run nothing now. A host item's
+        host running nothing is that item's idle host, not counted here.
+        """
+        dims = sorted({r for i in items for r in i.resources})
+        allocated = dict.fromkeys(dims, 0.0)
+        used = dict.fromkeys(dims, 0.0)
+        for h in self.hosts.values():
+            if not h.bundles and (h.item or h.key in busy):
+                continue
+            cap = self.capacity(h)
+            for r in dims:
+                allocated[r] += float(cap.get(r, 0.0))
+            for item_id, n in h.bundles.items():
+                for r, d in self.wanted[item_id].resources.items():  # type: ignore[union-attr]
+                    used[r] += n * d
+        return Packing(allocated=allocated, used=used)
 
     def demand(self, host_unmet: dict[str, int], totals: dict[str, int], now: float) -> DemandSnapshot | None:
         """The snapshot to push when the unmet need changed, else None; ``totals`` per license."""

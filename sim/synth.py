@@ -3,7 +3,7 @@
 Each item's want follows ``base + (peak - base) * shape(hour)``, where the
 shape is a cosine lowest at 03:00 and highest at 15:00 UTC; weekends scale
 the swing by ``weekend``; multiplicative noise blurs it; bursts arrive as a
-Poisson process and each adds ``burst_size * peak`` to one host item,
+Poisson process and each adds ``burst_size * peak`` to one host or bundle item,
 decaying over half an hour. Lines are written only when a count changes,
 so a quiet night costs nothing. The same arguments and seed give the same
 trace.
@@ -26,20 +26,30 @@ class Load:
     """One demand item's want over the day."""
 
     id: str
-    kind: str  # hosts or units
+    kind: str  # hosts, units or bundles
     peak: int
     base: int = 0
     select: dict[str, str] = field(default_factory=dict)
     resource: str = ""
+    #: Bundles: what one needs of a host.
+    resources: dict[str, float] = field(default_factory=dict)
 
     def shape(self) -> dict[str, Any]:
         if self.kind == "units":
             return {"id": self.id, "kind": "units", "resource": self.resource}
+        if self.kind == "bundles":
+            return {"id": self.id, "kind": "bundles", "resources": self.resources,
+                    **({"select": self.select} if self.select else {})}
         return {"id": self.id, "kind": "hosts", **({"select": self.select} if self.select else {})}
 
 
+FORMS = {"hosts": "ID:PEAK[:BASE[:SELECT]]", "units": "ID:RESOURCE:PEAK[:BASE]",
+         "bundles": "ID:RESOURCES:PEAK[:BASE[:SELECT]]"}
+
+
 def parse_load(kind: str, spec: str) -> Load:
-    """``ID:PEAK[:BASE[:SELECT]]`` for hosts (SELECT like ``ncpus>=16;type=X86_64``), ``ID:RESOURCE:PEAK[:BASE]`` for units."""
+    """``ID:PEAK[:BASE[:SELECT]]`` for hosts (SELECT like ``ncpus>=16;type=X86_64``), ``ID:RESOURCE:PEAK[:BASE]``
+    for units, ``ID:RESOURCES:PEAK[:BASE[:SELECT]]`` for bundles (RESOURCES like ``ncpus=2;mem=8192``)."""
     parts = spec.split(":")
     try:
         if kind == "units":
@@ -47,6 +57,16 @@ def parse_load(kind: str, spec: str) -> Load:
                 raise ValueError
             return Load(id=parts[0], kind="units", resource=parts[1], peak=int(parts[2]),
                         base=int(parts[3]) if len(parts) > 3 else 0)
+        resources: dict[str, float] = {}
+        if kind == "bundles":
+            if len(parts) < 3 or not parts[1]:
+                raise ValueError
+            for clause in parts.pop(1).split(";"):
+                name, sep, amount = clause.partition("=")
+                value = float(amount)
+                if not sep or not name or not (0 < value < math.inf):
+                    raise ValueError
+                resources[name] = int(value) if value.is_integer() else value
         if len(parts) not in (2, 3, 4):
             raise ValueError
         select: dict[str, str] = {}
@@ -56,11 +76,10 @@ def parse_load(kind: str, spec: str) -> Load:
                 if not key:
                     raise ValueError
                 select[key] = clause[len(key):]
-        return Load(id=parts[0], kind="hosts", peak=int(parts[1]), base=int(parts[2]) if len(parts) > 2 else 0,
-                    select=select)
+        return Load(id=parts[0], kind=kind, peak=int(parts[1]), base=int(parts[2]) if len(parts) > 2 else 0,
+                    select=select, resources=resources)
     except ValueError:
-        form = "ID:RESOURCE:PEAK[:BASE]" if kind == "units" else "ID:PEAK[:BASE[:SELECT]]"
-        raise ValueError(f"--{kind} {spec!r}: expected {form}") from None
+        raise ValueError(f"--{kind} {spec!r}: expected {FORMS[kind]}") from None
 
 
 @dataclass(frozen=True)
@@ -81,7 +100,7 @@ def generate(loads: list[Load], shape: Shape, start: float, seed: int) -> Iterat
     """The trace's steps as JSON-ready objects (the header is ``sim.trace.write_trace``'s)."""
     rng = random.Random(f"trace:{seed}")
     span = shape.days * 86400.0
-    hosts = [ld for ld in loads if ld.kind == "hosts"]
+    hosts = [ld for ld in loads if ld.kind != "units"]
     bursts: list[tuple[float, str, float]] = []
     t = 0.0
     while hosts and shape.bursts_per_day > 0:

@@ -7,8 +7,9 @@ skipped). An optional first line is a header: ``{"trace": {"start":
 
 ```json
 {"time": 0, "items": [{"id": "batch", "kind": "hosts", "count": 12, "select": {"ncpus": ">=8"}},
-                      {"id": "lic", "kind": "units", "resource": "vcs", "count": 30}]}
-{"time": 60, "items": [{"id": "batch", "count": 14}]}
+                      {"id": "lic", "kind": "units", "resource": "vcs", "count": 30},
+                      {"id": "sim", "kind": "bundles", "count": 200, "resources": {"ncpus": 2, "mem": 8192}}]}
+{"time": 60, "items": [{"id": "batch", "count": 14}, {"id": "sim", "count": 260}]}
 {"time": 3600, "hosts": [{"provider": "spot", "event": "lost", "count": 2}]}
 {"time": 7200, "failover": ["aws-east"]}
 {"time": 86400}
@@ -18,11 +19,13 @@ skipped). An optional first line is a header: ``{"trace": {"start":
   going back.
 - ``items``: demand items in the shape of a demand snapshot's items, except
   that ``count`` is what the workload wants *in total* (hosts busy with its
-  work, license units in use), not the unmet need: the simulated scheduler
-  works out the unmet part as the supply arrives, as a real one does. An
-  item is declared by its first line (``kind`` and ``template``, ``select``
-  or ``resource``); later lines may give just ``id`` and ``count``. Items a
-  line does not name keep their count.
+  work, license units in use, bundles running), not the unmet need: the
+  simulated scheduler works out the unmet part as the supply arrives, as a
+  real one does. An item is declared by its first line (``kind`` and
+  ``template``, ``select``, ``resource`` or, for bundles, ``resources`` with
+  ``select``, ``exclusive`` and ``priority`` if wanted); later lines may
+  give just ``id`` and ``count``. Items a line does not name keep their
+  count.
 - ``hosts``: events at the providers: ``lost`` takes ``count`` running hosts
   of ``provider`` (newest first), or the host called ``name``, away.
 - ``failover``: the owner of each named provider dies; a standby takes over
@@ -47,7 +50,7 @@ from pydantic import BeforeValidator, Field, ValidationError, model_validator
 from config.located import ConfigIssue, describe_error, dotted
 from config.values import Duration
 from messages.base import Model
-from messages.demand import DemandItem, HostItem, Name, UnitItem
+from messages.demand import BundleItem, DemandItem, HostItem, Name, UnitItem
 
 DEFAULT_START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 #: A trace longer than this is surely a mistake (seconds given as milliseconds).
@@ -78,10 +81,14 @@ class ItemLine(Model):
 
     id: Name
     count: int = Field(ge=0, le=1_000_000_000)
-    kind: Literal["hosts", "units"] | None = None
+    kind: Literal["hosts", "units", "bundles"] | None = None
     template: Name | None = None
     select: dict[str, Any] | None = None
     resource: Name | None = None
+    #: Bundle items: what one bundle needs of a host, whether it keeps a host to itself, its priority.
+    resources: dict[str, Any] | None = None
+    exclusive: Any = None
+    priority: Any = None
 
 
 class HostChange(Model):
@@ -231,13 +238,14 @@ def _resolve(it: ItemLine, declared: dict[str, DemandItem]) -> DemandItem:
     shape = it.model_dump(exclude_none=True)
     if it.kind is None:
         if it.id not in declared:
-            raise ValueError(f"item {it.id!r} is not declared yet: give its kind (hosts or units) on its first line")
+            raise ValueError(f"item {it.id!r} is not declared yet: give its kind (hosts, units or bundles) "
+                             "on its first line")
         if len(shape) > 2:
             raise ValueError(f"item {it.id!r}: to change its shape, give its kind again with the whole shape")
         return declared[it.id].model_copy(update={"count": it.count})
     prev = declared.get(it.id)
     try:
-        item: DemandItem = HostItem.model_validate(shape) if it.kind == "hosts" else UnitItem.model_validate(shape)
+        item: DemandItem = KINDS[it.kind].model_validate(shape)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -246,6 +254,11 @@ def _resolve(it: ItemLine, declared: dict[str, DemandItem]) -> DemandItem:
         raise ValueError(f"item {it.id!r} was declared as {prev.kind}; an id keeps its kind")
     declared[it.id] = item.model_copy(update={"count": 0})
     return item
+
+
+#: The demand item each ``kind`` declares.
+KINDS: dict[str, type[HostItem] | type[UnitItem] | type[BundleItem]] = {
+    "hosts": HostItem, "units": UnitItem, "bundles": BundleItem}
 
 
 def write_trace(path: Path, steps: Iterable[dict[str, Any]], start: float, note: str = "") -> int:

@@ -7,9 +7,12 @@ rounds the projection's own records (the same objects, kept current by
 ``Projection.apply``) minus those that ended more than ``horizon`` ago:
 
 - orders stay while they may still count as in flight or towards a rate
-  limit, requests while they may bring supply or sway a cooldown (a failure
-  for as long as a run of cooldowns takes to reach ``backoff_max`` twice
-  over; a success while an earlier failure it clears is kept);
+  limit (a packed order while its request is kept: the bundles its hosts
+  carry are found through it), requests while they may bring supply (hosts
+  not seen, coming up or joined within ``join_grace``) or sway a cooldown
+  (a failure for as long as a run of cooldowns takes to reach
+  ``backoff_max`` twice over; a success while an earlier failure it clears
+  is kept);
 - with a spend cap, records that accrued cost in the current period stay.
 
 Providers and resources come from the projection untouched. Of the
@@ -39,7 +42,7 @@ from messages.states import GRANT, INSTANCE, REQUEST
 from persistence.projection import Projection
 from policy.budget import period_start
 from policy.settings import PlanSettings
-from policy.supply import unresolved
+from policy.supply import ARRIVING, SERVING, unresolved
 
 #: Request ends that count against a provider in its cooldowns.
 _STRIKES = frozenset({"failed", "timed_out"})
@@ -102,15 +105,6 @@ class Recent:
         windows = [lim.rate_per for lim in self.settings.providers.values() if lim.rate_count is not None]
         rate_window = max(windows, default=0.0)
         timeout = self.settings.order_timeout
-        for oid, o in list(self.orders.items()):
-            reqs = [self.p.requests.get(r) for r in o.request_ids]
-            if o.order.action == "request":
-                # Taken up, it is a request now; untaken, it stops counting after the order timeout.
-                gone = now - o.at > (rate_window if reqs else max(rate_window, timeout))
-            else:
-                gone = bool(reqs) and all(r is None or r.state in REQUEST.terminal for r in reqs)
-            if gone:
-                del self.orders[oid]
         # Finished requests feed the cooldowns: a strike up to the horizon, a success while a strike
         # of its provider before it is still kept (else it clears nothing).
         first_strike: dict[str, float] = {}
@@ -119,13 +113,29 @@ class Recent:
                 end = r.history.since(r.state) or now
                 if end >= cutoff:
                     first_strike[r.provider] = min(first_strike.get(r.provider, math.inf), end)
+        grace = self.settings.join_grace
+        # A request's hosts coming up, or joined within the grace, are still in flight for it.
+        bringing = {i.request_id for i in self.instances.values() if i.state in ARRIVING or (
+            i.state in SERVING and i.joined_at is not None and now - i.joined_at < grace)}
         for rid, r in list(self.requests.items()):
-            if r.state not in REQUEST.terminal or unresolved(r, now, timeout):
+            if r.state not in REQUEST.terminal or unresolved(r, now, timeout) or rid in bringing:
                 continue
             end = r.history.since(r.state) or now
             if r.action == "return" or end < cutoff or (
                     r.state not in _STRIKES and end < first_strike.get(r.provider, math.inf)):
                 del self.requests[rid]
+        for oid, o in list(self.orders.items()):
+            reqs = [self.p.requests.get(r) for r in o.request_ids]
+            if o.order.action == "request":
+                # Taken up, it is a request now; untaken, it stops counting after the order timeout.
+                # A packed order stays while a request of it does: its bundles ride on the request's
+                # hosts, found through the order (``policy.supply.bundles_in_flight``).
+                gone = now - o.at > (rate_window if reqs else max(rate_window, timeout)) and not (
+                    o.order.loads and any(r in self.requests for r in o.request_ids))
+            else:
+                gone = bool(reqs) and all(r is None or r.state in REQUEST.terminal for r in reqs)
+            if gone:
+                del self.orders[oid]
         for key, i in list(self.instances.items()):
             # An ended host counts only towards its request's machines while that may bring more.
             req = self.requests.get(i.request_id)

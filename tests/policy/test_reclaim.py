@@ -66,3 +66,25 @@ def test_several_grants_never_take_the_total_below_use_together():
     out = reclaim(None, {"u": units("u")}, p.resources, view(p), now=T0 + 1000, idle_time=60)
     assert [(o.grants, o.count) for _, o in out] == [(["g1"], 3), (["g2"], 2)], \
         "the 5 above the 14 in use go back: the oldest grant whole, 2 of the next"
+
+
+def test_an_idle_host_stays_while_a_bundle_item_it_could_hold_wants_more():
+    from messages.demand import BundleItem
+
+    p = Projection()
+    idle_host(p, "a", "m1", "a-t", launched=T0, idle_at=T0 + 10)  # a-t: 8 CPUs, X86_64
+
+    def returned(*items, history=()):
+        return _returned(reclaim(demand(*items), PROVS, {}, view(p), T0 + 900, 600, history=history))
+
+    fits = BundleItem(id="j", count=3, resources={"ncpus": 2}, select={"type": "X86_64"})
+    assert returned(fits) == [], "bundles of 2 CPUs fit on an idle 8-CPU host"
+    assert returned(fits.model_copy(update={"resources": {"ncpus": 8}})) == [], "one bundle fills it exactly"
+    assert returned(fits.model_copy(update={"resources": {"ncpus": 16}})) == ["m1"], "no bundle fits on it"
+    assert returned(fits.model_copy(update={"resources": {"ncpus": 1, "ngpus": 1}})) == ["m1"], \
+        "it has no GPU at all"
+    assert returned(fits.model_copy(update={"select": {"type": "ARM64"}})) == ["m1"], "its select rules it out"
+    assert returned(fits.model_copy(update={"count": 0})) == ["m1"], "nothing wanted, nothing recent"
+    history = [DecisionRecord(seq=1, at=T0 + 100, decision=Decision(item="j", need=2)),
+               DecisionRecord(seq=2, at=T0 + 500, decision=Decision(item="j", need=0, in_flight=2))]
+    assert returned(fits.model_copy(update={"count": 0}), history=history) == [], "more was needed 400 s ago"

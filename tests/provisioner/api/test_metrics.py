@@ -82,3 +82,19 @@ def test_a_daemon_owning_nothing_reports_the_same_cluster_and_no_lease(start_api
     assert value(mb, "provisioner_lease_owned", provider="hosts") == 0
     assert value(scrape(a), "provisioner_lease_owned", provider="hosts") == 1
     assert total(mb, "provisioner_script_duration_seconds_count") == 0, "b ran no script: live timings are its own"
+
+
+def test_a_bundles_demand_is_counted_in_bundles_and_packed_into_hosts(start_api):
+    api = start_api()
+    api.ok("PUT", "/v1/demand", "scheduler", json={"items": [
+        {"id": "j1", "kind": "bundles", "count": 6, "resources": {"ncpus": 2}, "select": {"type": "X86_64"}},
+        {"id": "d2", "kind": "units", "resource": "vcs", "count": 1}]})
+    # Six bundles of 2 CPUs on hosts of 8: two hosts carry them (4 + 2).
+    api.wait_state(lambda s: sum(i.state == "running" for i in s.instances.values()) == 2, "2 hosts running")
+    r = api.get("/metrics")
+    assert r.status_code == 200, r.text
+    m = scrape(api)
+    assert value(m, "provisioner_demand_unmet", kind="bundles") == 6
+    assert value(m, "provisioner_demand_unmet", kind="hosts") == 0
+    assert value(m, "provisioner_demand_unmet", kind="units") == 1
+    assert value(m, "provisioner_instances", provider="hosts", state="running") == 2

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from messages.facts import InstanceSeen, make_fact
+from messages.description import ProviderDescription, Template
+from messages.facts import InstanceSeen, LeaseChanged, Load, Order, ProviderDescribed, make_fact
 from persistence.controller import open_controller
 
 
@@ -140,3 +142,118 @@ def test_check_config_good_and_bad(tmp_path):
     r = cli("check-config", str(bad))
     assert r.returncode == 2
     assert "bad.yaml:4: providers[0].script.style" in r.stderr
+
+
+# --- provisioner plan -----------------------------------------------------------------------
+
+#: Per bundle of 2 CPUs and 8 GiB: small 0.10, medium 0.095, large 0.10 an hour.
+CLOUD = ProviderDescription(name="cloud", kind="hosts", priority=10, cost_per_hour=1.0, templates=[
+    Template(id=t, max_number=200, cost_per_hour=price, attributes={"type": "X86_64", "ncpus": ncpus, "mem": mem})
+    for t, ncpus, mem, price in (("small", 2, 8, 0.10), ("medium", 8, 32, 0.38), ("large", 32, 128, 1.60))])
+PLAN_DEMAND = {"items": [
+    {"id": "j1", "kind": "bundles", "count": 400, "resources": {"ncpus": 2, "mem": 8}},
+    {"id": "big", "kind": "bundles", "count": 3, "resources": {"ncpus": 64, "mem": 8}},
+    {"id": "h1", "kind": "hosts", "count": 2, "select": {"ncpus": ">=32"}},
+]}
+
+
+@pytest.fixture
+def described(url, tmp_path):
+    """A controller on which the daemon ``a`` owns the provider ``cloud`` and has described it."""
+    c = open_controller(url)
+    c.append([make_fact(LeaseChanged(kind="lease_acquired", name="provider:cloud", holder="a", fence=1),
+                        provider="cloud"),
+              make_fact(ProviderDescribed(description=CLOUD), provider="cloud")])
+    yield c
+    c.close()
+
+
+def plan(url: str, tmp_path: Path, *args: str, demand: dict = PLAN_DEMAND) -> subprocess.CompletedProcess:
+    f = tmp_path / "demand.json"
+    f.write_text(json.dumps(demand))
+    return cli("--controller", url, "plan", "--demand", str(f), *args,
+               env={**os.environ, "PROVISIONER_HOME": str(tmp_path / "home")})
+
+
+def test_plan_packs_bundles_on_the_described_providers_says_what_is_unplaced_and_writes_nothing(
+        url, tmp_path, described):
+    seq = described.last_seq()
+    r = plan(url, tmp_path, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) == {"orders", "cost_per_hour", "unplaced", "decisions", "planning_ms"}
+    orders = {(o["template"], o["count"]): o for o in out["orders"]}
+    assert orders[("medium", 100)]["bundles"] == {"j1": 400} and orders[("medium", 100)]["provider"] == "cloud"
+    assert orders[("large", 2)]["bundles"] == {} and orders[("large", 2)]["item"] == "h1"
+    assert out["cost_per_hour"] == pytest.approx(100 * 0.38 + 2 * 1.60)
+    [(item, count, reason)] = [(u["item"], u["count"], u["reason"]) for u in out["unplaced"]]
+    assert (item, count) == ("big", 3) and reason.startswith("too small") and "ncpus 64" in reason
+    assert [d["item"] for d in out["decisions"]] == ["j1", "big", "h1"]
+    j1 = out["decisions"][0]
+    assert j1["chosen"] == [{"provider": "cloud", "template": "medium", "resource": None, "count": 100,
+                             "bundles": 400}]
+    assert isinstance(out["planning_ms"], float) and out["planning_ms"] >= 0
+    # Nothing written: no fact, no demand, no audit log, no snapshot.
+    assert described.last_seq() == seq and described.get_demand() is None
+    assert not (tmp_path / "home").exists()
+
+    table = plan(url, tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "PROVIDER" in table.stdout and "j1: 400" in table.stdout and "too small" in table.stdout
+    assert described.last_seq() == seq
+
+
+def test_plan_counts_the_supply_in_flight_unless_empty(url, tmp_path, described):
+    # Half the bundles already ride on 50 medium hosts ordered a moment ago.
+    described.append([make_fact(Order(action="request", supply="hosts", template="medium", count=50,
+                                      loads=[Load(hosts=50, bundles={"j1": 4})]), provider="cloud")])
+    seq = described.last_seq()
+    current = json.loads(plan(url, tmp_path, "-o", "json").stdout)
+    assert [(o["template"], o["count"], o["bundles"]) for o in current["orders"] if o["bundles"]] == [
+        ("medium", 50, {"j1": 200})]
+    assert current["decisions"][0]["in_flight"] == 200 and current["decisions"][0]["need"] == 200
+    empty = json.loads(plan(url, tmp_path, "--empty", "-o", "json").stdout)
+    assert [(o["template"], o["count"], o["bundles"]) for o in empty["orders"] if o["bundles"]] == [
+        ("medium", 100, {"j1": 400})]
+    assert empty["decisions"][0]["in_flight"] == 0
+    assert described.last_seq() == seq
+
+
+def test_plan_uses_the_configs_budget_and_says_why_bundles_found_no_room(url, tmp_path, described):
+    cfg = tmp_path / "provisioner.yaml"
+    cfg.write_text(f"instance: {{id: a, serves: [], planner: true}}\ncontroller: {{url: '{url}'}}\n"
+                   f"home: {tmp_path / 'home'}\nbudget: {{max_hosts: 62}}\n")
+    f = tmp_path / "demand.json"
+    f.write_text(json.dumps(PLAN_DEMAND))
+    r = cli("--config", str(cfg), "plan", "--demand", str(f), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # The bundles come first in the snapshot: they take the room, and the host item finds none left.
+    assert [(o["template"], o["count"], o["bundles"]) for o in out["orders"]] == [("medium", 62, {"j1": 248})]
+    unplaced = {u["item"]: (u["count"], u["reason"]) for u in out["unplaced"]}
+    assert unplaced["j1"] == (152, "no room: cloud small: budget: max_hosts; cloud medium: budget: max_hosts; "
+                                   "cloud large: budget: max_hosts")
+    assert unplaced["h1"] == (2, "cloud: budget: max_hosts") and unplaced["big"][0] == 3
+
+
+@pytest.mark.parametrize("body,expect", [
+    ('{"items": [{"id": "j", "kind": "bundles", "count": 3, "resources": {"ncpus": "two"}}]}',
+     "demand.json: items.0.bundles.resources.ncpus"),
+    ('{"items": [{"id": "j", "kind": "bundles", "count": 3, "resources": {}}]}', "items.0.bundles.resources"),
+    ('{"items": [', "demand.json: not valid JSON"),
+    ("items: [unclosed", "demand.json: not valid JSON or YAML"),
+    ("", "demand.json: empty"),
+    (None, "demand.json: No such file"),
+])
+def test_plan_refuses_a_bad_demand_file_naming_the_place(url, tmp_path, described, body, expect):
+    f = tmp_path / "demand.json"
+    if body is not None:
+        f.write_text(body)
+    r = cli("--controller", url, "plan", "--demand", str(f))
+    assert r.returncode == 1 and expect in r.stderr, r.stderr
+    assert r.stderr.startswith("provisioner: ") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_plan_reads_the_controller_not_a_daemons_api(tmp_path):
+    r = cli("--url", "http://127.0.0.1:9", "plan", "--demand", str(tmp_path / "demand.json"))
+    assert r.returncode == 1 and "give --config or --controller, not --url" in r.stderr

@@ -77,3 +77,54 @@ def test_the_trimmed_view_decides_as_the_whole_projection():
     assert _moves(a) == _moves(b)
     assert trimmed == whole
     assert len(a.view.requests) < len(b.p.requests)
+
+
+def _bundles_story():
+    """Two bundle items and a host item on two providers, with failures, reclaims, a failover and caps."""
+    def cloud(name: str, priority: int, behaviour: dict, **desc) -> dict:
+        return {"description": {"name": name, "kind": "hosts", "priority": priority, "cost_per_hour": 1.0,
+                                "templates": [
+                                    {"id": f"{name}-4", "max_number": 30, "cost_per_hour": 0.2,
+                                     "attributes": {"type": "X86_64", "ncpus": 4, "mem": 16}},
+                                    {"id": f"{name}-16", "max_number": 10, "cost_per_hour": 0.75,
+                                     "attributes": {"type": "X86_64", "ncpus": 16, "mem": 64}},
+                                    {"id": f"{name}-m", "max_number": 10, "cost_per_hour": 0.5,
+                                     "attributes": {"type": "X86_64", "ncpus": 4, "mem": 64}}], **desc},
+                "behaviour": {"call_time": 1, "return_time": 10, **behaviour}}
+
+    cfg = config(
+        cloud("spot", 20, {"lead_time": {"median": 90, "sigma": 0.5}, "reclaim_rate": 1.0,
+                           "capacity_error_rate": 0.2}, min_request=2, step=2),
+        cloud("ondemand", 10, {"lead_time": {"min": 30, "max": 300}, "fail_rate": 0.1}, min_hold_s=600),
+        policy={"idle_time": "4m", "cooldown": "1m", "backoff_max": "8m", "join_grace": "3m"},
+        budget={"max_hosts": 40},
+    )
+    steps = [{"time": 0, "items": [
+        {"id": "cpu", "kind": "bundles", "count": 30, "resources": {"ncpus": 2, "mem": 6}},
+        {"id": "mem", "kind": "bundles", "count": 6, "resources": {"ncpus": 1, "mem": 24}, "priority": 1},
+        batch(2, item="whole", ncpus=16)]}]
+    wants = [(40, 8), (12, 2), (60, 12), (0, 0), (25, 5), (8, 9), (45, 1), (0, 3)]
+    for k, (cpu, mem) in enumerate(wants, start=1):
+        step = {"time": k * 900, "items": [{"id": "cpu", "count": cpu}, {"id": "mem", "count": mem}]}
+        if k == 3:
+            step["failover"] = ["spot"]
+        if k == 5:
+            step["hosts"] = [{"provider": "spot", "event": "lost", "count": 2}]
+        steps.append(step)
+    steps.append({"time": (len(wants) + 2) * 900})
+    return cfg, trace(*steps)
+
+
+def test_with_bundle_items_both_shortcuts_order_and_return_as_the_plain_way():
+    cfg, tr = _bundles_story()
+    shortcut, fast = simulate(cfg, tr)
+    plain, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    packed = [o for o in fast.p.orders.values() if o.order.loads]
+    assert len(packed) > 10 and any(o.order.action == "return" for o in fast.p.orders.values())
+    assert _moves(fast) == _moves(slow)
+    assert _chosen(fast) == _chosen(slow)
+    for key in ("planning_rounds", "facts"):
+        shortcut.pop(key)
+        plain.pop(key)
+    assert shortcut == plain
+    assert fast.rounds * 5 < slow.rounds

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
-from messages.demand import HostItem, UnitItem
+from messages.demand import BundleItem, HostItem, UnitItem
 from sim.synth import Load, Shape, generate, parse_load
 from sim.trace import DEFAULT_START, TraceError, parse_trace, read_trace, write_trace
 
@@ -92,7 +93,20 @@ def test_the_generator_is_seeded_follows_the_day_and_round_trips(tmp_path):
     assert at(2, 15) > at(5, 15)
 
 
-@pytest.mark.parametrize("kind,spec", [("hosts", "b"), ("hosts", "b:x"), ("units", "l:vcs"), ("hosts", "b:4:1:>=3")])
+def test_the_generator_writes_bundle_items_that_read_back():
+    load = parse_load("bundles", "sim:ncpus=2;mem=0.5:400:40:type=X86_64")
+    assert load == Load(id="sim", kind="bundles", peak=400, base=40, select={"type": "=X86_64"},
+                        resources={"ncpus": 2, "mem": 0.5})
+    steps = list(generate([load], Shape(days=1, step=600), DEFAULT_START, seed=1))
+    tr = parse_trace([orjson.dumps(s).decode() for s in steps], "t.jsonl")
+    first = tr.steps[0].items[0]
+    assert isinstance(first, BundleItem) and first.resources == {"ncpus": 2, "mem": 0.5}
+    assert max(i.count for s in tr.steps for i in s.items) > 200
+
+
+@pytest.mark.parametrize("kind,spec", [("hosts", "b"), ("hosts", "b:x"), ("units", "l:vcs"), ("hosts", "b:4:1:>=3"),
+                                       ("bundles", "s:400"), ("bundles", "s:ncpus:400"), ("bundles", "s:ncpus=0:4"),
+                                       ("bundles", "s:ncpus=inf:4")])
 def test_bad_item_specs_say_the_expected_form(kind, spec):
     with pytest.raises(ValueError, match="expected"):
         parse_load(kind, spec)
