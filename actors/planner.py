@@ -92,6 +92,12 @@ class PlannerActor(Actor):
 
     @handles(DemandChanged)
     def _demand(self, msg: DemandChanged) -> None:
+        if len(msg.demand.items) > self.policy.max_demand_items:
+            # Written to the controller past the API's check: planning it could starve everything else.
+            log.error("planner: demand %d ignored: %d items, more than policy.max_demand_items (%d); planning "
+                      "goes on with demand %s", msg.demand.seq, len(msg.demand.items), self.policy.max_demand_items,
+                      self.demand.seq if self.demand else "none")
+            return
         if self.demand is None or msg.demand.seq > self.demand.seq:
             self.demand = msg.demand
             log.info("planner: demand %d with %d items", msg.demand.seq, len(msg.demand.items))
@@ -134,7 +140,7 @@ class PlannerActor(Actor):
         lease = dict(lease=self.lease.name, fence=self.lease.fence, now=self.clock())
         with self.view.reading() as p:
             facts = [make_fact(payload, provider=provider, **lease)
-                     for provider, payload in outcome(self.proposal, approved, clamps, p.decisions)]
+                     for provider, payload in outcome(self.proposal, approved, clamps, p.decided)]
         if facts:
             self._send(facts)
 

@@ -77,6 +77,8 @@ class PolicyConfig(Model):
     #: A joined host the scheduler's view (``PUT /v1/supply``) stops listing is, after this long,
     #: handled as idle (orphans: return) or reported as an orphan (orphans: report).
     unlisted_grace: Duration = 600.0
+    #: A demand snapshot with more items is refused whole (REST, CLI), and ignored by the planner.
+    max_demand_items: int = Field(default=100_000, ge=1)
     #: How often owners poll request status, and the planner re-plans.
     poll_every: Duration = 5.0
     plan_every: Duration = 5.0

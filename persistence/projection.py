@@ -42,6 +42,7 @@ from messages.records import (
     ResourceRecord,
 )
 from messages.states import GRANT, INSTANCE, REQUEST, History, IllegalTransition
+from persistence.decisions import ItemDecisions
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,10 @@ class Projection:
         self.resources: dict[str, ResourceRecord] = {}
         #: provider -> what of it is still in motion (see ``Part``)
         self.parts: dict[str, Part] = {}
+        #: the last decisions, whatever their item (for people: the decisions view)
         self.decisions: deque[DecisionRecord] = deque(maxlen=keep_decisions)
+        #: per item, the decisions a planning round reads (``persistence.decisions``)
+        self.item_decisions = ItemDecisions()
         self.budget_events: deque[tuple[float, BudgetEvent]] = deque(maxlen=keep_decisions)
         self.anomalies: deque[str] = deque(maxlen=100)
 
@@ -178,6 +182,11 @@ class Projection:
         return True
 
     # --- lookups ------------------------------------------------------------------
+
+    @property
+    def decided(self) -> list[DecisionRecord]:
+        """Per demand item, the decisions a planning round reads, in log order (``policy.rounds.PlanState``)."""
+        return self.item_decisions.records()
 
     def provider(self, name: str) -> ProviderRecord:
         rec = self.providers.get(name)
@@ -278,7 +287,9 @@ class Projection:
         self._part(provider).open_orders[fact.id] = None
 
     def _decision(self, fact: Fact, p: Decision) -> None:
-        self.decisions.append(DecisionRecord(seq=fact.seq or 0, at=fact.time, decision=p))
+        rec = DecisionRecord(seq=fact.seq or 0, at=fact.time, decision=p)
+        self.decisions.append(rec)
+        self.item_decisions.add(rec)
 
     def _budget(self, fact: Fact, p: BudgetEvent) -> None:
         self.budget_events.append((fact.time, p))

@@ -230,7 +230,7 @@ _INDEXES = {"open_orders": "orders", "open_requests": "requests", "live_instance
 _DECISIONS = _Kind(DecisionRecord, "decisions", owner=None)  # global: every part keeps them
 #: Every attribute of a projection a snapshot carries or rebuilds (``_only`` is the filter, never saved).
 _STATE = {"_only", "seq", "planner", *(k.attr for k in _KINDS), "parts",
-          "host_event_seq", "decisions", "budget_events", "anomalies"}
+          "host_event_seq", "decisions", "item_decisions", "budget_events", "anomalies"}
 _BUDGET_EVENTS = _Models(BudgetEvent)
 
 
@@ -250,6 +250,9 @@ class Snapshot:
     indexes: dict[str, list[str]]
     host_event_seq: dict[str, int]
     decisions: list[tuple[Any, ...]]
+    #: per item, the indexes into ``item_records`` of its last wanting, first after, and last decision (-1: none)
+    item_slots: list[tuple[str, list[int]]]
+    item_records: list[tuple[Any, ...]]
     budget_events: list[tuple[float, BudgetEvent]]
     anomalies: list[str]
     _owners: dict[str, dict[str, list[tuple[int, str]]]] | None = field(default=None, repr=False, compare=False)
@@ -315,6 +318,9 @@ class Snapshot:
                        if any(kind in lists for kind in _MOVING)}
             p.host_event_seq = dict(self.host_event_seq)
             p.decisions.extend(starmap(DecisionRecord, self.decisions))
+            records = list(starmap(DecisionRecord, self.item_records))
+            p.item_decisions.items = {item: [records[i] if i >= 0 else None for i in slots]
+                                      for item, slots in self.item_slots}
             p.budget_events.extend(self.budget_events)
             p.anomalies.extend(self.anomalies)
         return p
@@ -341,10 +347,20 @@ def _body(p: Projection, fact_id: str, counts: Mapping[str, int]) -> dict[str, A
         "indexes": {name: [k for part in p.parts.values() for k in getattr(part, name)] for name in _INDEXES},
         "host_event_seq": p.host_event_seq,
         "decisions": {"count": len(p.decisions), "fields": _DECISIONS.encode(p.decisions)},
+        "item_decisions": _item_decisions(p),
         "budget_events": {"at": [t for t, _ in p.budget_events],
                           "event": _BUDGET_EVENTS.encode([e for _, e in p.budget_events])},
         "anomalies": list(p.anomalies),
     }
+
+
+def _item_decisions(p: Projection) -> dict[str, Any]:
+    """Each record once, and per item the index of each of its slots (-1 for none)."""
+    records = p.item_decisions.records()
+    at = {id(r): i for i, r in enumerate(records)}
+    return {"items": list(p.item_decisions.items),
+            "slots": [[at[id(r)] if r is not None else -1 for r in slots] for slots in p.item_decisions.items.values()],
+            "count": len(records), "fields": _DECISIONS.encode(records)}
 
 
 #: Records a provider has a part for once it has any of them (as a replay makes one).
@@ -367,6 +383,16 @@ def _part(lists: dict[str, list[tuple[int, str]]], instances: Mapping[str, Insta
     )
 
 
+def _slots(data: Mapping[str, Any]) -> list[tuple[str, list[int]]]:
+    n = int(data["count"])
+    out = []
+    for item, slots in zip(data["items"], data["slots"], strict=True):
+        if len(slots) != 3 or not all(-1 <= int(i) < n for i in slots):
+            raise ValueError(f"item_decisions: slots of {item!r} do not fit {n} records")
+        out.append((str(item), [int(i) for i in slots]))
+    return out
+
+
 def decode(body: bytes) -> Snapshot:
     """A ``Snapshot`` from an ``encode``d body; ValueError (pydantic's included) when it does not fit."""
     rows: dict[str, dict[str, tuple[Any, ...]]] = {}
@@ -386,6 +412,8 @@ def decode(body: bytes) -> Snapshot:
                 indexes={name: _PLAIN.decode(d["indexes"][name]) for name in _INDEXES},
                 host_event_seq={str(k): int(v) for k, v in d["host_event_seq"].items()},
                 decisions=_DECISIONS.decode(d["decisions"]["fields"], int(d["decisions"]["count"])),
+                item_slots=_slots(d["item_decisions"]),
+                item_records=_DECISIONS.decode(d["item_decisions"]["fields"], int(d["item_decisions"]["count"])),
                 budget_events=list(zip(_PLAIN.decode(events["at"]), _BUDGET_EVENTS.decode(events["event"]),
                                        strict=True)),
                 anomalies=[str(a) for a in d["anomalies"]],

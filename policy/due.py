@@ -94,7 +94,7 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
         for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max).values():
             at(c.until)
     items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
-    recent = wanted_until(state.decisions, now) if items else {}
+    recent = wanted_until(state.decided, now) if items else {}
     wanting = [(Serves(i), i) for i in items]
     grace = settings.join_grace
     for inst in state.instances.values():

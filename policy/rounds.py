@@ -41,7 +41,7 @@ Placed = list[tuple[str, Order]]
 
 
 class PlanState(Protocol):
-    """What a round reads: the projection's record maps and its recent decisions."""
+    """What a round reads: the projection's record maps and, per item, the decisions it needs."""
 
     @property
     def providers(self) -> Mapping[str, ProviderRecord]: ...
@@ -56,7 +56,7 @@ class PlanState(Protocol):
     @property
     def grants(self) -> Mapping[str, GrantRecord]: ...
     @property
-    def decisions(self) -> Iterable[DecisionRecord]: ...
+    def decided(self) -> Iterable[DecisionRecord]: ...
 
 
 def supply_view(state: PlanState) -> SupplyView:
@@ -83,7 +83,7 @@ def propose(demand: DemandSnapshot | None, state: PlanState, now: float, setting
     view = supply_view(state)
     result = plan(demand, state.providers, view, now, settings, catalog)
     returns = reclaim(demand, state.providers, state.resources, view, now, idle_time, settings.providers,
-                      state.decisions)
+                      state.decided)
     return Proposal(orders=result.orders, returns=returns, decisions=result.decisions)
 
 

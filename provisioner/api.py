@@ -44,7 +44,7 @@ from provisioner.apimodels import (
 from provisioner.audit import AuditError
 from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
 from provisioner.metrics import Metrics
-from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer
+from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
 from provisioner.version import version
 from provisioner.views import BadCursor
 
@@ -172,6 +172,10 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
     @app.exception_handler(Conflict)
     async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
         return _error(409, str(exc))
+
+    @app.exception_handler(TooLarge)
+    async def _too_large(_: Request, exc: TooLarge) -> JSONResponse:
+        return _error(413, str(exc))
 
     @app.exception_handler(CommitFailed)
     async def _not_committed(_: Request, exc: CommitFailed) -> JSONResponse:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from config.load import load_config
 from config.located import ConfigError
-from config.models import Config
+from config.models import Config, PolicyConfig
 from messages.demand import DemandSnapshot, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
@@ -104,7 +104,8 @@ class Direct:
         billing = plan_settings(cfg.policy, cfg.budget, cfg.providers).billing_units if cfg else None
         snapshots = SnapshotStore.for_controller(home, url, quiet=True)
         self.ops = Operations(ReadModel(controller, snapshots), controller, self._commit, self.audit_log,
-                              billing_units=billing)
+                              billing_units=billing,
+                              max_demand_items=cfg.policy.max_demand_items if cfg else PolicyConfig().max_demand_items)
         self.by = _user()
 
     def _commit(self, facts: list[Fact]) -> list[Fact]:

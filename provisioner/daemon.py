@@ -151,7 +151,8 @@ class Daemon:
         tokens = load_tokens(api.tokens) if api.tokens else None
         billing = plan_settings(self.cfg.policy, self.cfg.budget, self.cfg.providers).billing_units
         ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing,
-                         refused_events=self.metrics.refused_events)
+                         refused_events=self.metrics.refused_events,
+                         max_demand_items=self.cfg.policy.max_demand_items)
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
 

@@ -46,6 +46,10 @@ class Conflict(Exception):
     """The thing exists but the action does not apply to it now."""
 
 
+class TooLarge(ValueError):
+    """An input over a configured limit: refused whole."""
+
+
 class CommitFailed(Exception):
     """The facts could not be committed; nothing was written."""
 
@@ -81,8 +85,10 @@ VIEWS: dict[str, View] = {
 class Operations:
     def __init__(self, read_model: ReadModel, controller: Controller, commit: Commit, audit: AuditLog | None,
                  clock: Callable[[], float] = time.time, billing_units: Mapping[str, float] | None = None,
-                 refused_events: Counter[str] | None = None) -> None:
-        """``refused_events``: counts host events refused (``unknown``, ``ambiguous``), for the metrics."""
+                 refused_events: Counter[str] | None = None, max_demand_items: int = 100_000) -> None:
+        """``refused_events``: counts host events refused (``unknown``, ``ambiguous``), for the metrics.
+        ``max_demand_items``: a demand snapshot with more items is refused whole (``policy.max_demand_items``)."""
+        self.max_demand_items = max_demand_items
         self.refused_events: Counter[str] = refused_events if refused_events is not None else Counter()
         self.read_model = read_model
         self.controller = controller
@@ -114,6 +120,9 @@ class Operations:
     # --- the scheduler's inputs ------------------------------------------------------
 
     def put_demand(self, snapshot: DemandSnapshot) -> DemandSnapshot:
+        if len(snapshot.items) > self.max_demand_items:
+            raise TooLarge(f"demand: {len(snapshot.items)} items, more than policy.max_demand_items "
+                           f"({self.max_demand_items}); nothing stored")
         return self.controller.put_demand(snapshot)
 
     def host_event(self, name: str, event: HostEventKind, provider: str | None = None) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class Supply:
     requests: Mapping[str, RequestRecord] = field(default_factory=dict)
     instances: Mapping[str, InstanceRecord] = field(default_factory=dict)
     grants: Mapping[str, GrantRecord] = field(default_factory=dict)
-    decisions: list[DecisionRecord] = field(default_factory=list)
+    decided: list[DecisionRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def plan_round(demand: DemandSnapshot, url: str, home: Path, cfg: Config | None,
         model = ReadModel(controller, SnapshotStore.for_controller(home, url, quiet=True))
         with model.current() as p:
             state = Supply(p.providers, p.resources) if empty else Supply(
-                p.providers, p.resources, p.orders, p.requests, p.instances, p.grants, list(p.decisions))
+                p.providers, p.resources, p.orders, p.requests, p.instances, p.grants, list(p.decided))
             at = time.time() if now is None else now
             started = time.perf_counter()
             result = dry_run(demand, state, at, settings)

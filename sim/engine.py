@@ -449,7 +449,7 @@ class Engine:
         if proposal.orders:
             approved, found = review_orders(proposal.orders, self.view, now, self.settings)
             clamps = [(c.limit, c.detail) for c in found]
-        self.write_each(outcome(proposal, approved, clamps, self.view.decisions), lease=("planner", 1))
+        self.write_each(outcome(proposal, approved, clamps, self.view.decided), lease=("planner", 1))
         if self.every_tick:
             self._timer(now + self.plan_every)
             return

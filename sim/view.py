@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from messages.facts import Decision, Fact, GrantChanged, InstanceSeen, Order, RequestPlanned
+from messages.facts import Fact, GrantChanged, InstanceSeen, Order, RequestPlanned
 from messages.records import (
     DecisionRecord,
     GrantRecord,
@@ -64,7 +64,6 @@ class Recent:
         self.requests: dict[str, RequestRecord] = {}
         self.instances: dict[str, InstanceRecord] = {}
         self.grants: dict[str, GrantRecord] = {}
-        self.window = Decisions(p.decisions.maxlen or 1000)
 
     @property
     def providers(self) -> Mapping[str, ProviderRecord]:
@@ -75,15 +74,13 @@ class Recent:
         return self.p.resources
 
     @property
-    def decisions(self) -> Iterable[DecisionRecord]:
-        return self.window.records()
+    def decided(self) -> Iterable[DecisionRecord]:
+        return self.p.decided
 
     def add(self, fact: Fact) -> None:
         """Take up the record a just-applied fact created, if any."""
         p, payload = self.p, fact.payload
-        if isinstance(payload, Decision):
-            self.window.add(p.decisions[-1])
-        elif isinstance(payload, Order):
+        if isinstance(payload, Order):
             self.orders[fact.id] = p.orders[fact.id]
         elif isinstance(payload, RequestPlanned):
             if fact.id in p.requests:
@@ -146,37 +143,3 @@ class Recent:
             if g.state in GRANT.terminal and (g.ended_at or now) < spend_from:
                 del self.grants[gid]
 
-class Decisions:
-    """Per item, the decisions a round reads, within the projection's window of the last ``size``.
-
-    That is the last decision (is the new one news?) and, of the last spell
-    in which the item wanted supply, its last wanting decision and the first
-    one after it (until when did it want?). Iterated in log order, they give
-    ``policy.reclaim.wanted_until`` and ``policy.rounds.outcome`` what the
-    whole window would.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.n = 0
-        #: item -> [last wanting, first not wanting after it, last], each (index, record) or None
-        self.items: dict[str, list[tuple[int, DecisionRecord] | None]] = {}
-        self._records: list[DecisionRecord] | None = None
-
-    def add(self, rec: DecisionRecord) -> None:
-        self.n += 1
-        entry = (self.n, rec)
-        slots = self.items.setdefault(rec.decision.item, [None, None, None])
-        if rec.decision.need > 0:
-            slots[0], slots[1] = entry, None
-        elif slots[0] is not None and slots[1] is None:
-            slots[1] = entry
-        slots[2] = entry
-        self._records = None
-
-    def records(self) -> list[DecisionRecord]:
-        if self._records is None:
-            first = self.n - self.size
-            kept = {e[0]: e[1] for slots in self.items.values() for e in slots if e is not None and e[0] > first}
-            self._records = [kept[i] for i in sorted(kept)]
-        return self._records

@@ -19,7 +19,7 @@ JOB = BundleItem(id="j", count=8, resources={"ncpus": 2})
 
 def state(p: Projection) -> SimpleNamespace:
     return SimpleNamespace(providers=PROVS, resources=p.resources, orders=p.orders, requests=p.requests,
-                           instances=p.instances, grants=p.grants, decisions=p.decisions)
+                           instances=p.instances, grants=p.grants, decided=p.decided)
 
 
 def packed_request(p: Projection, rid: str = "r1") -> None:

@@ -29,7 +29,7 @@ def operations(api) -> list[tuple[str, str, str]]:
         for method in methods:
             if method == "get":
                 need = "read"
-            elif path.startswith(("/v1/demand", "/v1/hosts")):
+            elif path.startswith(("/v1/demand", "/v1/hosts", "/v1/supply")):
                 need = "feed"
             else:
                 need = "steer"
