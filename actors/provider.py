@@ -40,6 +40,7 @@ from messages.commands import (
 from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
+from owner.health import health
 from owner.effects import Effects, TotalPublished, Write
 from owner.hosts import host_events
 from owner.polls import poll
@@ -201,6 +202,7 @@ class ProviderActor(PooledActor, Actor):
             return
         p, s, policy = self.p, self.s, self.s.policy
         fx = describe(self.busy) if now >= self.describe_due else Effects()
+        fx += health(p, s, self._port_health(), self.busy)
         fx += step(p, s, now, self.busy, self.inherited_upto)
         if now - self.last_poll >= policy.poll_every and Poll not in self.busy:
             self.last_poll = now
@@ -212,6 +214,11 @@ class ProviderActor(PooledActor, Actor):
             self.last_usage = now
             fx += read_usage(s, self.busy)
         self._carry(fx)
+
+    def _port_health(self) -> str:
+        """Why the port's provider is degraded (a persistent process that cannot start or keeps dying)."""
+        port_health = getattr(self.calls, "health", None)
+        return port_health() if port_health is not None else ""
 
     def _carry(self, fx: Effects) -> None:
         """Carry effects out: notes to the log, writes to the journal, calls to the provider."""
