@@ -4,8 +4,9 @@
 answers each on a thread of its own, so pings are answered while calls run
 and answers go back in whatever order they finish. ``handle(action, input,
 deadline)`` returns the answer without its id: ``{"exit": 0, "output":
-{...}}`` or ``{"exit": 75, "message": "throttled"}``. The loop ends when the
-daemon closes stdin.
+{...}}`` or ``{"exit": 75, "message": "throttled"}``, or None to give no
+answer at all (a call abandoned at its deadline: the daemon has ended it
+already, with an unknown outcome). The loop ends when the daemon closes stdin.
 
 Standard library only, and nothing of the daemon: a provider imports this
 and nothing else of the project (docs/script-contract.md has the protocol).
@@ -24,7 +25,7 @@ PROTOCOL = 1
 USAGE = 64
 FAILED = 1
 
-Handler = Callable[[str, Dict[str, Any], Optional[float]], Dict[str, Any]]
+Handler = Callable[[str, Dict[str, Any], Optional[float]], Optional[Dict[str, Any]]]
 
 
 class Server:
@@ -75,7 +76,10 @@ class Server:
 
     def answer(self, call_id: str, action: str, doc: Dict[str, Any], deadline: Optional[float]) -> None:
         try:
-            answer = dict(self.handle(action, doc, deadline))
+            given = self.handle(action, doc, deadline)
+            if given is None:
+                return
+            answer = dict(given)
         except Exception as exc:  # a bug in the handler: this call fails, the provider serves on
             for line in traceback.format_exc().splitlines():
                 self.log(line)
