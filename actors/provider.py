@@ -139,9 +139,10 @@ class ProviderActor(PooledActor, Actor):
         log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
 
     def on_stop(self) -> None:
-        self.journal.tell(Unsubscribe(ref=self.actor_ref))
+        # The provider's processes first: a persistent one must not act a moment longer than the lease.
         if self.calls is not None:
             self.calls.stop()
+        self.journal.tell(Unsubscribe(ref=self.actor_ref))
         log.info("provider %s: stopped", self.name)
 
     def _done(self, done: CallDone) -> None:

@@ -119,3 +119,18 @@ def test_late_and_out_of_order_answers(tmp_path, start_daemon, caplog) -> None:
     pid = process(run).pid
     run.stop()
     assert not alive(pid), "the daemon's stop kills the process"
+
+
+def test_a_lost_lease_kills_the_process_and_none_starts_again(tmp_path, start_daemon) -> None:
+    run = start(tmp_path, start_daemon)
+    c = run.controller
+    pid = process(run).pid
+    assert pid is not None and alive(pid)
+    old = c.leases.get("provider:hosts")
+    assert c.leases.release(old)  # another holder takes the lease, as after this daemon was paused past its TTL
+    assert c.leases.acquire("provider:hosts", "intruder", ttl=120) is not None
+    lost_after = c.last_seq()
+    wait_until(lambda: any(f.kind == "lease_lost" for f in c.read(after=lost_after)), timeout=15,
+               what="the daemon to notice the lost lease")
+    wait_until(lambda: not alive(pid), timeout=5, what="the provider's process gone")
+    assert process(run).phase == "stopped" and process(run).pid is None
