@@ -40,8 +40,8 @@ from messages.commands import (
 from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
-from owner.health import health
 from owner.effects import Effects, TotalPublished, Write
+from owner.health import health
 from owner.hosts import host_events
 from owner.polls import poll
 from owner.scans import Sightings, scan
