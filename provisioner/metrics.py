@@ -146,7 +146,8 @@ class ProcessCollector(Collector):
                       "start or keeps dying (its calls fail as transient).", ["provider"],
                       [((name, ), float(bool(s.degraded))) for name, s, _ in rows])
         yield _family(CounterMetricFamily, "provisioner_provider_restarts", "Starts of a persistent provider's "
-                      "process after its first (after it exited, hung or misbehaved, or could not start).",
+                      "process after its first (after it exited, hung or misbehaved, could not start, or its env_file "
+                      "changed).",
                       ["provider"], [((name, ), s.restarts + earlier) for name, s, earlier in rows])
 
 

@@ -152,11 +152,10 @@ class PersistentRunner:
         self._err_last = ""
         self._err_window = (0.0, 0, 0)  # window start, lines logged, lines dropped
 
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        # One eventfd wakes the loop (a pipe would take two descriptors, for every provider).
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._sel = selectors.DefaultSelector()
-        self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._sel.register(self._wake_fd, selectors.EVENT_READ, "wake")
         #: Started by the first call, so the owner has set ``may_act`` before anything is spawned.
         self._thread = threading.Thread(target=self._run, name=f"persistent-{provider.name}", daemon=True)
 
@@ -200,8 +199,7 @@ class PersistentRunner:
             with self._lock:
                 self._closed = True
             self._sel.close()
-            for fd in (self._wake_r, self._wake_w):
-                os.close(fd)
+            os.close(self._wake_fd)
             return
         self._wake()
         if threading.current_thread() is not self._thread:
@@ -221,9 +219,9 @@ class PersistentRunner:
 
     def _wake(self) -> None:
         try:
-            os.write(self._wake_w, b"x")
-        except (BlockingIOError, OSError):
-            pass  # already awake, or closed at the end
+            os.eventfd_write(self._wake_fd, 1)
+        except OSError:
+            pass  # closed at the end: nothing left to wake
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -248,8 +246,7 @@ class PersistentRunner:
     def _event(self, what: str) -> None:
         try:
             if what == "wake":
-                while os.read(self._wake_r, 4096):
-                    pass
+                os.eventfd_read(self._wake_fd)
             elif what == "stdout":
                 self._read_stdout()
             elif what == "stderr":
@@ -483,8 +480,7 @@ class PersistentRunner:
             self._deliver(self._result(job, "not_started", "runner stopped"), job.tag)
         self._queue.clear()
         self._sel.close()
-        for fd in (self._wake_r, self._wake_w):
-            os.close(fd)
+        os.close(self._wake_fd)
 
     # --- lines in and out ----------------------------------------------------------------------------
 

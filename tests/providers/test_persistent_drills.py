@@ -89,6 +89,9 @@ def test_hung_the_process_is_killed_and_restarted_and_the_daemon_serves_on(tmp_p
     run.controller.put_demand(DemandSnapshot(items=[HostItem(id="d1", count=1), HostItem(id="d2", count=1)]))
     running_hosts(run, 2, "a second host, through the new process")
     assert process(run).degraded == ""
+    metrics = run.daemon.metrics.exposition().decode()
+    assert 'provisioner_provider_restarts_total{provider="hosts"} 1.0' in metrics
+    assert 'provisioner_provider_process_up{provider="hosts"} 1.0' in metrics
 
 
 def test_flooded_with_garbage_and_huge_lines_it_is_restarted_and_degraded_then_well(tmp_path,
