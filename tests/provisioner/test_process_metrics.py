@@ -5,8 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from provisioner.metrics import ProcessCollector
 from providers.persistent import Status
+from provisioner.metrics import ProcessCollector
 
 
 def status(phase: str = "ready", restarts: int = 0, degraded: str = "") -> Status:
