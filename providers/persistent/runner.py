@@ -56,6 +56,8 @@ STDERR_WINDOW = 10.0
 ENDED_KEPT = 1000
 #: How long the daemon waits, once stdout closed, for the process to exit by itself (to report its exit code).
 EOF_GRACE = 0.1
+#: A failure's reason quotes the provider's last stderr line if it came at most this many seconds before.
+STDERR_RECENT = 2.0
 #: A start refused because the lease is not held (yet) is tried again this much later.
 NOT_ACTING_RETRY = 0.5
 _CHUNK = 64 * 1024
@@ -150,6 +152,7 @@ class PersistentRunner:
         self._lines = Lines(line_limit)
         self._err = Lines(STDERR_LINE * 64)
         self._err_last = ""
+        self._err_last_at = 0.0
         self._err_window = (0.0, 0, 0)  # window start, lines logged, lines dropped
 
         # One eventfd wakes the loop (a pipe would take two descriptors, for every provider).
@@ -175,10 +178,9 @@ class PersistentRunner:
                 self._inbox.append(job)
                 if self._thread.ident is None:
                     self._thread.start()
+                self._wake()
         if closed:
             self._deliver(self._result(job, "not_started", "runner stopped"), job.tag)
-        else:
-            self._wake()
 
     def stop(self, kill: bool = True, wait: float = 5.0) -> None:
         """Kill the process first, then end every call: those in flight ``timeout`` (their outcome is
@@ -195,13 +197,11 @@ class PersistentRunner:
             running = self._thread.ident is not None
         if proc is not None:
             proc.signal(signal.SIGKILL)
-        if not running:  # never asked anything: nothing started, nothing to end
-            with self._lock:
-                self._closed = True
-            self._sel.close()
-            os.close(self._wake_fd)
-            return
-        self._wake()
+        with self._lock:
+            if not running:  # never asked anything: nothing started, nothing to end
+                self._close()
+                return
+            self._wake()
         if threading.current_thread() is not self._thread:
             self._thread.join(wait)
             if self._thread.is_alive():
@@ -218,10 +218,16 @@ class PersistentRunner:
                       outstanding=len(self._outstanding), queued=len(self._queue) + len(self._inbox))
 
     def _wake(self) -> None:
-        try:
+        """Wake the loop (caller holds ``_lock``, under which the eventfd is closed at the end: a closed
+        descriptor's number may already name another file)."""
+        if not self._closed:
             os.eventfd_write(self._wake_fd, 1)
-        except OSError:
-            pass  # closed at the end: nothing left to wake
+
+    def _close(self) -> None:
+        """Refuse all further calls and release the loop's descriptors (caller holds ``_lock``)."""
+        self._closed = True
+        self._sel.close()
+        os.close(self._wake_fd)
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -402,7 +408,8 @@ class PersistentRunner:
         code = self._end(proc)
         if why == "exited" or (exited and why == "closed its stdout"):
             why = f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}"
-        said = f" ({self._err_last})" if self._err_last else ""
+        # What it said on stderr just before, if anything: an older line may be about something else.
+        said = f" ({self._err_last})" if self._err_last and now - self._err_last_at <= STDERR_RECENT else ""
         for call_id, job in list(self._outstanding.items()):
             self._remember(call_id, job.action, now)
             reason = f"the provider process {why} before answering (outcome unknown){said}"
@@ -410,7 +417,9 @@ class PersistentRunner:
         self._outstanding.clear()
         if starting:
             outcome: Outcome = EXIT_OUTCOMES[code][0] if exited and code in (77, 78) else "transient"
-            self._start_failed(f"the provider process {why} before its hello{said}", now, outcome)
+            ended = exited or why.startswith(("closed", "was killed"))
+            self._start_failed(f"the provider process {why}{' before its hello' if ended else ''}{said}", now,
+                               outcome)
             return
         if now - self._ready_since >= self.script.restart_backoff_max:
             self._failures = 0  # it had run steadily: this is a new run of bad luck
@@ -468,7 +477,7 @@ class PersistentRunner:
             self._end(proc)
         now = time.monotonic()
         with self._lock:
-            self._closed = True
+            self._close()
             self._queue.extend(self._inbox)
             self._inbox.clear()
         self._phase = "stopped"
@@ -479,8 +488,6 @@ class PersistentRunner:
         for job in self._queue:
             self._deliver(self._result(job, "not_started", "runner stopped"), job.tag)
         self._queue.clear()
-        self._sel.close()
-        os.close(self._wake_fd)
 
     # --- lines in and out ----------------------------------------------------------------------------
 
@@ -636,7 +643,7 @@ class PersistentRunner:
             text = clip(self._scrub(raw.decode("utf-8", "replace")))
             if not text:
                 continue
-            self._err_last = text
+            self._err_last, self._err_last_at = text, now
             if logged < STDERR_LINES:
                 log.info("%s: %s", self.provider.name, text[:STDERR_LINE])
                 logged += 1

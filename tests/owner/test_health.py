@@ -13,7 +13,7 @@ from tests.support.facts import T0, commit, kinds, projection
 from tests.support.policy import demand, view
 from tests.support.policy import hosts as offering
 
-WHY = "cannot start: the provider process did not say hello within 30s before its hello"
+WHY = "cannot start: the provider process did not say hello within 30s"
 
 
 def test_a_change_of_health_is_written_once_and_a_healthy_port_writes_nothing(hosts):
