@@ -43,6 +43,7 @@ from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
 from owner.effects import Effects, TotalPublished, Write
+from owner.health import health
 from owner.hosts import host_events
 from owner.polls import poll
 from owner.scans import Sightings, scan
@@ -144,9 +145,10 @@ class ProviderActor(PooledActor, Actor):
         log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
 
     def on_stop(self) -> None:
-        self.journal.tell(Unsubscribe(ref=self.actor_ref))
+        # The provider's processes first: a persistent one must not act a moment longer than the lease.
         if self.calls is not None:
             self.calls.stop()
+        self.journal.tell(Unsubscribe(ref=self.actor_ref))
         log.info("provider %s: stopped", self.name)
 
     def _done(self, done: CallDone) -> None:
@@ -220,6 +222,7 @@ class ProviderActor(PooledActor, Actor):
             return
         p, s, policy = self.p, self.s, self.s.policy
         fx = describe(self.busy) if now >= self.describe_due else Effects()
+        fx += health(p, s, self._port_health(), self.busy)
         fx += step(p, s, now, self.busy, self.inherited_upto)
         if now - self.last_poll >= policy.poll_every and Poll not in self.busy:
             self.last_poll = now
@@ -233,6 +236,11 @@ class ProviderActor(PooledActor, Actor):
             self.last_usage = now
             fx += read_usage(s, self.busy)
         self._carry(fx)
+
+    def _port_health(self) -> str:
+        """Why the port's provider is degraded (a persistent process that cannot start or keeps dying)."""
+        port_health = getattr(self.calls, "health", None)
+        return port_health() if port_health is not None else ""
 
     def _carry(self, fx: Effects) -> None:
         """Carry effects out: notes to the log, writes to the journal, calls to the provider."""

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from bench.failover import TTL, takeover_seconds
 from bench.packing import planning_bundles, ratio_large, ratio_small
+from bench.persistent import status_calls
 from bench.ready import fill, ready_time, ready_time_cold
 from bench.rss import daemon_rss
 from bench.sim import month
@@ -163,6 +164,10 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], float | tuple[float, ...]], tuple[
     (ratio_large, (Figure("  plan cost / LP lower bound", "ratio", 1.05, "<="),)),
     (ratio_small, (Figure("  same, 100 templates x 1,000 bundles", "ratio", 1.05, "<="),)),
     (runner_completions, (Figure("script runner completions", "runs/s", 300, ">="),)),
+    # The one-shot figure is the baseline the ratio is taken against: it has no target of its own.
+    (status_calls, (Figure("status calls, one persistent Python provider", "calls/s", 1000, ">="),
+                    Figure("  same provider one-shot (a process per call)", "calls/s", 0, ">="),
+                    Figure("  persistent / one-shot", "ratio", 20.0, ">="))),
     (spawn_latency, (Figure("demand pushed -> first request script spawned, p50", "ms", 50.0, "<="),
                      Figure("  same, p99", "ms", 50.0, "<="))),
     (takeover_seconds, (Figure(f"failover: owner killed -> standby acting (TTL {TTL:g} s)", "s", TTL + 1.0, "<="),)),

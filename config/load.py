@@ -29,7 +29,7 @@ from config.located import (
     shown,
     validation_issues,
 )
-from config.models import Config
+from config.models import PERSISTENT_KEYS, Config
 from messages.scripts import Action
 
 LSF_SCRIPTS = (
@@ -86,6 +86,14 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
         if p.kind == "units" and p.script.style == "lsf":
             message = "style 'lsf' serves hosts only; a units provider needs style 'v2'"
             issues.append(at.issue(("providers", i, "script", "style"), message))
+        if p.script.mode == "persistent" and p.script.style != "v2":
+            message = f"mode 'persistent' needs style 'v2' (style {p.script.style!r} runs one process per call)"
+            issues.append(at.issue(("providers", i, "script", "mode"), message))
+        if p.script.mode != "persistent":
+            for key in PERSISTENT_KEYS:
+                if key in p.script.model_fields_set:
+                    message = "only used with mode: persistent (this provider runs one process per call)"
+                    issues.append(at.issue(("providers", i, "script", key), message))
         for action in p.script.timeouts:
             if action not in actions:
                 where = ("providers", i, "script", "timeouts", action)

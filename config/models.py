@@ -99,6 +99,20 @@ class ScriptConfig(Model):
     max_concurrent: int = Field(default=4, ge=1, le=64)
     #: Extra arguments or interpreter? No: a script is run as-is. Options for LSF's SCRIPT_OPTIONS.
     script_options: str = ""
+    #: ``oneshot``: one process per call. ``persistent`` (v2 only): one long-running ``path serve``
+    #: process per provider, talked to in JSON lines (protocol v1, docs/script-contract.md), so a
+    #: provider keeps its sessions, clients and rate limits between calls.
+    mode: Literal["oneshot", "persistent"] = "oneshot"
+    #: persistent: how often the process is pinged; two pings unanswered and it is killed and restarted.
+    ping_every: Duration = Field(default=5.0, gt=0)
+    #: persistent: how long a starting process has to say hello.
+    start_timeout: Duration = Field(default=30.0, gt=0)
+    #: persistent: the longest wait between restarts of a process that keeps failing.
+    restart_backoff_max: Duration = Field(default=60.0, gt=0)
+
+
+#: The keys of ``script`` that only a persistent provider uses.
+PERSISTENT_KEYS = ("ping_every", "start_timeout", "restart_backoff_max")
 
 
 class DescribeOverrides(Model):

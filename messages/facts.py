@@ -49,6 +49,18 @@ class ProviderAdmin(Model):
     reason: str = ""
 
 
+class ProviderHealth(Model):
+    """A persistent provider's process cannot start or keeps dying (``degraded``, with why), or serves again.
+
+    Written by the owner when its port's health changes, so every instance shows
+    it and the planner orders elsewhere meanwhile; the provider's steering
+    status (paused, disabled ...) is left as it is.
+    """
+
+    kind: Literal["provider_degraded", "provider_recovered"]
+    reason: str = ""
+
+
 class LeaseChanged(Model):
     kind: Literal["lease_acquired", "lease_lost"]
     name: str
@@ -255,6 +267,7 @@ Payload = Annotated[
     Union[
         ProviderDescribed,
         ProviderAdmin,
+        ProviderHealth,
         LeaseChanged,
         Order,
         Decision,
@@ -347,6 +360,8 @@ def summary(fact: Fact) -> str:
     if isinstance(p, LeaseChanged):
         return f"lease {p.name} {p.kind.split('_')[1]} by {p.holder} (fence {p.fence})"
     if isinstance(p, ProviderAdmin):
+        return f"{where}{p.kind.replace('provider_', '')}" + (f": {p.reason}" if p.reason else "")
+    if isinstance(p, ProviderHealth):
         return f"{where}{p.kind.replace('provider_', '')}" + (f": {p.reason}" if p.reason else "")
     if isinstance(p, ProviderDescribed):
         d = p.description

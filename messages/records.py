@@ -20,6 +20,8 @@ class ProviderRecord:
     #: active, paused, drained or disabled (by exit 77/78 or config).
     status: str = "active"
     status_reason: str = ""
+    #: Why its persistent process cannot start or keeps dying; empty while it is fine.
+    degraded: str = ""
     owner: str = ""
     fence: int = 0
 

@@ -53,7 +53,8 @@ class UsageSeen:
 class Notes:
     """Facts of one kind that have no other slot: host events, status answers, orphans, reclaims."""
 
-    about: Literal["host-events", "status", "orphans", "reclaims", "join-timeouts", "described", "disabled"]
+    about: Literal["host-events", "status", "orphans", "reclaims", "join-timeouts", "described", "disabled",
+                   "health"]
 
 
 Slot = OrderTaken | ReturnPlanned | RequestSettled | TotalPublished | UsageSeen | Notes

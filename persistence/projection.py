@@ -27,6 +27,7 @@ from messages.facts import (
     Order,
     ProviderAdmin,
     ProviderDescribed,
+    ProviderHealth,
     RequestChanged,
     RequestPlanned,
     ResourceTotalChanged,
@@ -272,6 +273,9 @@ class Projection:
         rec.status = _ADMIN_STATUS[p.kind]
         rec.status_reason = p.reason
 
+    def _health(self, fact: Fact, p: ProviderHealth) -> None:
+        self.provider(fact.provider).degraded = p.reason if p.kind == "provider_degraded" else ""
+
     def _lease(self, fact: Fact, p: LeaseChanged) -> None:
         holder = p.holder if p.kind == "lease_acquired" else ""
         if p.name == "planner":
@@ -454,6 +458,7 @@ class Projection:
 _HANDLERS: dict[type, Callable[[Projection, Fact, object], None]] = {
     ProviderDescribed: Projection._described,
     ProviderAdmin: Projection._admin,
+    ProviderHealth: Projection._health,
     LeaseChanged: Projection._lease,
     Order: Projection._order,
     Decision: Projection._decision,

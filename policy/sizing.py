@@ -78,6 +78,8 @@ class Rooms:
             return "unknown provider"
         if rec.status != "active":
             return rec.status + (f": {rec.status_reason}" if rec.status_reason else "")
+        if rec.degraded:
+            return f"degraded: {rec.degraded}"
         if not rec.owner:
             return "no owner: no daemon holds its lease"
         c = self.cooling.get((provider, ""))

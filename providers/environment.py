@@ -99,7 +99,7 @@ def script_env(
     action: str,
     *,
     token: str | None,
-    deadline: float,
+    deadline: float | None,
     work_dir: Path,
     env_file: Mapping[str, str],
     daemon_env: Mapping[str, str],
@@ -110,6 +110,8 @@ def script_env(
     Precedence, lowest first: PATH/HOME/LANG/TZ, the PRO_* / HF_* family (lsf
     style), the env_file (so an operator can point PRO_LSF_TOP elsewhere), and
     the daemon's own PROVIDER_* / PROVISIONER_* variables, which nothing overrides.
+    A persistent provider's process (action ``serve``) has no deadline of its own:
+    each of its calls carries one.
     """
     env: dict[str, str] = {"PATH": DEFAULT_PATH}
     for name in INHERITED:
@@ -123,7 +125,8 @@ def script_env(
     env["PROVIDER_NAME"] = provider.name
     env["PROVIDER_KIND"] = provider.kind
     env["PROVISIONER_ACTION"] = action
-    env["PROVISIONER_DEADLINE"] = str(int(deadline))
+    if deadline is not None:
+        env["PROVISIONER_DEADLINE"] = str(int(deadline))
     if token:
         env["PROVISIONER_TOKEN"] = token
     return env

@@ -24,7 +24,8 @@ def _summary(cfg: Config, file: str) -> list[str]:
     label = "  providers   "
     for p in cfg.providers:
         where = "served here" if p.name in served else "served by another instance"
-        lines.append(f"{label}{p.name:<{width}}  {p.kind:<5}  {p.script.style:<3}  {where}")
+        style = f"{p.script.style} persistent" if p.script.mode == "persistent" else p.script.style
+        lines.append(f"{label}{p.name:<{width}}  {p.kind:<5}  {style:<3}  {where}")
         label = " " * len(label)
     if not cfg.providers:
         lines.append(f"{label}none")

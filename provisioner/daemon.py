@@ -43,6 +43,7 @@ from persistence.port import Controller, Cursor
 from persistence.shared import SharedProjection
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
+from providers.persistent import PersistentRunner
 from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
 from provisioner.api import create_app
@@ -158,7 +159,15 @@ class Daemon:
 
     def _script_calls(self, provider: ProviderConfig, work_dir: Path, on_done: OnDone,
                       may_act: Callable[[], bool]) -> ScriptCalls:
-        """An owner's calls as script runs on the daemon's shared threads, each result seen by the metrics."""
+        """An owner's calls as script runs on the daemon's shared threads, or as calls to the provider's
+        persistent process (whose health and restarts the metrics follow); each result seen by the metrics."""
+        def persistent(on_result: Callable[[Any, Any], None]) -> PersistentRunner:
+            runner = PersistentRunner(provider, work_dir, on_result)
+            self.metrics.watch_process(provider.name, runner.status)
+            return runner
+
+        if provider.script.mode == "persistent":
+            return ScriptCalls(persistent, on_done, may_act, observe=self.metrics.script_done)
         return ScriptCalls(lambda on_result: ScriptRunner(provider, work_dir, on_result, pool=self.scripts),
                            on_done, may_act, observe=self.metrics.script_done)
 

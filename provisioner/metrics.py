@@ -32,6 +32,7 @@ from policy.budget import Usage, period_start, usage
 from policy.costs import costs as policy_costs
 from policy.settings import budget_limits, plan_settings
 from policy.supply import SupplyView
+from providers.persistent import Status
 from provisioner import views
 from provisioner.healthmetrics import BuildInfo, ControllerAnswered, cluster_health
 from provisioner.readmodel import ReadModel
@@ -59,6 +60,12 @@ class Metrics:
         #: Host events refused, by reason (``unknown``, ``ambiguous``): the journal and the REST API count them.
         self.refused_events: Tally[str] = Tally()
         self.registry.register(RefusedEvents(self.refused_events))
+        self.processes = ProcessCollector()
+        self.registry.register(self.processes)
+
+    def watch_process(self, provider: str, status: Callable[[], Status]) -> None:
+        """Follow a persistent provider's process (its health and restarts) from now on."""
+        self.processes.watch(provider, status)
 
     def script_done(self, result: ScriptResult) -> None:
         self.script_duration.observe(result.provider, result.action, result.duration_s)
@@ -130,6 +137,44 @@ class ScriptTimes(Collector):
                 cumulative.append((le, total))
             family.add_metric(list(labels), cumulative, counts[-1])
         yield family
+
+
+class ProcessCollector(Collector):
+    """The persistent providers' processes: up, degraded, and restarted how often, read at scrape time.
+
+    A provider's process is followed through the runner that owns it; when a
+    new runner takes over (the lease came back), the restarts of the one before
+    carry over, so the counter only grows while the daemon lives.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.status: dict[str, Callable[[], Status]] = {}
+        self.earlier: dict[str, int] = {}
+
+    def watch(self, provider: str, status: Callable[[], Status]) -> None:
+        with self.lock:
+            before = self.status.get(provider)
+            if before is not None:
+                self.earlier[provider] = self.earlier.get(provider, 0) + before().restarts
+            self.status[provider] = status
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        with self.lock:
+            rows = [(name, status(), self.earlier.get(name, 0)) for name, status in sorted(self.status.items())]
+        yield _family(GaugeMetricFamily, "provisioner_provider_process_up", "1 while a persistent provider's "
+                      "process is serving calls.", ["provider"],
+                      [((name, ), float(s.phase in ("ready", "draining"))) for name, s, _ in rows])
+        yield _family(GaugeMetricFamily, "provisioner_provider_degraded", "1 while a persistent provider cannot "
+                      "start or keeps dying (its calls fail as transient).", ["provider"],
+                      [((name, ), float(bool(s.degraded))) for name, s, _ in rows])
+        yield _family(CounterMetricFamily, "provisioner_provider_restarts", "Starts of a persistent provider's "
+                      "process after its first (after it exited, hung or misbehaved, could not start, or its env_file "
+                      "changed).",
+                      ["provider"], [((name, ), s.restarts + earlier) for name, s, earlier in rows])
 
 
 class StateCollector(Collector):

@@ -57,7 +57,7 @@ def providers(p: Projection, leases: list[Lease], now: float) -> list[dict[str, 
             "in_use": in_use,
             "pending": pending,
             "cost_per_hour": round(rates[name].cost_per_hour_now, 6),
-            "status": rec.status,
+            "status": "degraded" if rec.status == "active" and rec.degraded else rec.status,
         })
     return rows
 
@@ -121,7 +121,7 @@ def provider_details(p: Projection, leases: list[Lease], now: float) -> list[dic
     rows = providers(p, leases, now)
     for row in rows:
         rec = p.providers[row["name"]]
-        row["status_reason"] = rec.status_reason
+        row["status_reason"] = rec.degraded if row["status"] == "degraded" else rec.status_reason
         row["description"] = rec.description.model_dump(mode="json") if rec.description else None
     return rows
 

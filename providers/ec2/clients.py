@@ -84,8 +84,22 @@ def deadline_from(env: Any) -> float | None:
         return None
 
 
+#: The longest wait for one answer from EC2.
+READ_TIMEOUT_S = 30.0
+
+
 def connect(region: str, env: Any = None, log: Callable[[str], None] | None = None) -> Clients:
-    """A client for ``region``; credentials, profile and ``AWS_ENDPOINT_URL`` come from the environment.
+    """A client for ``region``; credentials, profile and ``AWS_ENDPOINT_URL`` come from the environment."""
+    env = os.environ if env is None else env
+    deadline = deadline_from(env)
+    read_timeout = READ_TIMEOUT_S
+    if deadline is not None:
+        read_timeout = max(2.0, min(read_timeout, deadline - MARGIN_S - time.time()))
+    return Clients(ec2=ec2_client(region, read_timeout), deadline=deadline, log=log or (lambda _msg: None))
+
+
+def ec2_client(region: str, read_timeout: float = READ_TIMEOUT_S) -> Any:
+    """A boto3 EC2 client with botocore's retries off (``Clients.call`` retries what is transient).
 
     boto3 is imported here, not at the top: ``--help`` and a bad settings file
     answer without paying for it.
@@ -93,16 +107,10 @@ def connect(region: str, env: Any = None, log: Callable[[str], None] | None = No
     import boto3
     from botocore.config import Config
 
-    env = os.environ if env is None else env
-    deadline = deadline_from(env)
-    read_timeout = 30.0
-    if deadline is not None:
-        read_timeout = max(2.0, min(read_timeout, deadline - MARGIN_S - time.time()))
     config = Config(
         retries={"total_max_attempts": 1, "mode": "standard"},
         connect_timeout=min(5.0, read_timeout),
         read_timeout=read_timeout,
         user_agent_extra="provisioner-ec2",
     )
-    ec2 = boto3.session.Session().client("ec2", region_name=region, config=config)
-    return Clients(ec2=ec2, deadline=deadline, log=log or (lambda _msg: None))
+    return boto3.session.Session().client("ec2", region_name=region, config=config)

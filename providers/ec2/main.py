@@ -1,4 +1,4 @@
-"""``provisioner-ec2 ACTION -f INPUT.json``: the command line the daemon runs.
+"""``provisioner-ec2 ACTION -f INPUT.json`` (or ``provisioner-ec2 serve``): the command line the daemon runs.
 
 This is the only place that touches the process: arguments, the input
 file, the environment, stdout, stderr and the exit code. It turns every way
@@ -20,6 +20,7 @@ NAME = "provisioner-ec2"
 MUTATING = ("request", "return")
 USAGE_TEXT = (
     f"usage: {NAME} ACTION -f INPUT.json\n"
+    f"       {NAME} serve     (persistent mode: calls as JSON lines on stdin, answers on stdout)\n"
     "  ACTION: describe request status return list reclaims\n"
     "  settings: the YAML or JSON file named by EC2_PROVIDER_CONFIG\n"
     "  AWS credentials, profile, region and endpoint: the usual AWS_* variables\n"
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         sys.stdout.write(USAGE_TEXT)
         return OK
+    if argv == ["serve"]:
+        from providers.ec2.serve import serve
+
+        return serve(os.environ, _say)
     from providers.ec2.actions import ACTIONS
 
     if len(argv) != 3 or argv[0] not in ACTIONS or argv[1] != "-f":

@@ -21,11 +21,13 @@ from simprov_engine import advance, perform
 from simprov_exit import BAD_INPUT, CONFIG, USAGE, SimExit
 from simprov_lsf import ACTIONS as LSF_ACTIONS
 from simprov_lsf import parse_lsf, render
+from simprov_serve import HUGE, serve
 from simprov_store import locked_state
 
 USAGE_TEXT = (
     "usage: sim-provider ACTION -f INPUT.json       ACTION: " + " ".join(ACTIONS) + "\n"
     "       sim-provider lsf LSF_ACTION -f INPUT.json   LSF_ACTION: " + " ".join(LSF_ACTIONS) + "\n"
+    "       sim-provider serve                            (persistent mode: JSON lines on stdin and stdout)\n"
     "       sim-provider admin dump | reclaim MACHINE | set-in-use RESOURCE N"
 )
 
@@ -80,7 +82,12 @@ def _serve(action: str, args: List[str], lsf: bool) -> int:
         answer = perform(cfg, state, now(), call)
     if answer.hang:
         time.sleep(answer.hang)
-    _print(render(action, answer.output) if lsf else answer.output)
+    if answer.printed == "garbage":
+        sys.stdout.write("sim-provider: this is not JSON\n")
+    elif answer.printed == "huge":
+        sys.stdout.write("x" * HUGE + "\n")
+    else:
+        _print(render(action, answer.output) if lsf else answer.output)
     return 0
 
 
@@ -108,6 +115,8 @@ def main(argv: List[str]) -> int:
     try:
         if argv[:1] == ["admin"]:
             return _admin(argv[1:])
+        if argv == ["serve"]:
+            return serve(config_path, state_dir)
         if argv[:1] == ["lsf"] and len(argv) >= 2 and argv[1] in LSF_ACTIONS:
             return _serve(argv[1], argv[2:], lsf=True)
         if argv and argv[0] in ACTIONS:

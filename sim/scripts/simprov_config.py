@@ -47,13 +47,19 @@ class PoolConf(NamedTuple):
     cost_per_unit_hour: Optional[float]
 
 
+#: What a ``print`` fault writes instead of the answer: a line that is not JSON, or one past every output limit.
+PRINTS = ("garbage", "huge")
+
+
 class FaultConf(NamedTuple):
-    """The next ``times`` calls of ``action`` exit with ``exit``, or do their work and then hang."""
+    """The next ``times`` calls of ``action`` exit with ``exit``, or do their work and then hang, or do their
+    work and then ``print`` garbage or a huge line instead of their answer."""
 
     action: str
     times: int
     exit: Optional[int]
     hang: Optional[float]
+    print: Optional[str] = None
 
 
 class SimConfig(NamedTuple):
@@ -215,10 +221,13 @@ def _fault(s: _Section) -> FaultConf:
         times=s.integer("times", 1, low=1),
         exit=s.integer("exit", None, low=1, high=255),
         hang=s.number("hang", None),
+        print=s.string("print", None),
     )
     s.finish()
-    if (f.exit is None) == (f.hang is None):
-        raise s.error("exit", "give exactly one of 'exit' (a code) or 'hang' (seconds)")
+    if sum(x is not None for x in (f.exit, f.hang, f.print)) != 1:
+        raise s.error("exit", "give exactly one of 'exit' (a code), 'hang' (seconds) or 'print' (garbage or huge)")
+    if f.print is not None and f.print not in PRINTS:
+        raise s.error("print", f"must be one of {', '.join(PRINTS)}, found {f.print!r}")
     return f
 
 

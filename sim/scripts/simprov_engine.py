@@ -8,7 +8,7 @@ so a refused call changes nothing but fault and call counters.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import simprov_hosts as hosts
 import simprov_units as units
@@ -24,6 +24,8 @@ class Answer(NamedTuple):
     output: Dict[str, Any]
     #: Seconds to wait after the state is saved and before answering (a simulated hang).
     hang: float = 0.0
+    #: What to print instead of the answer (a ``print`` fault): garbage or huge.
+    printed: Optional[str] = None
 
 
 def _next_fault(cfg: SimConfig, state: State, action: str) -> Optional[FaultConf]:
@@ -35,17 +37,20 @@ def _next_fault(cfg: SimConfig, state: State, action: str) -> Optional[FaultConf
     return None
 
 
-def _misfortune(cfg: SimConfig, state: State, call: Call) -> float:
-    """Raise the call's injected or random failure, if any; return how long it should hang."""
+def _misfortune(cfg: SimConfig, state: State, call: Call) -> Tuple[float, Optional[str]]:
+    """Raise the call's injected or random failure, if any; return how long it should hang, and what it
+    should print instead of its answer."""
     who = call.token or "-"
     attempt = state["calls"].get(f"{call.action}:{who}", 0) + 1
     state["calls"][f"{call.action}:{who}"] = attempt
     hang = 0.0
+    printed = None
     fault = _next_fault(cfg, state, call.action)
     if fault is not None:
         if fault.exit is not None:
             raise SimExit(fault.exit, f"injected fault: {call.action} exits {fault.exit}")
         hang = fault.hang or 0.0
+        printed = fault.print
     u = chance(cfg.seed, call.action, who, attempt, "outcome")
     odds = [(cfg.fail_rate, FAILED, "simulated failure"),
             (cfg.transient_rate, TRANSIENT, "simulated transient error; retry later")]
@@ -57,7 +62,7 @@ def _misfortune(cfg: SimConfig, state: State, call: Call) -> float:
         u -= rate
     if chance(cfg.seed, call.action, who, attempt, "hang") < cfg.hang_rate:
         hang = max(hang, cfg.hang_seconds)
-    return hang
+    return hang, printed
 
 
 def _describe(cfg: SimConfig, state: State, now: float, call: Call) -> Dict[str, Any]:
@@ -219,5 +224,5 @@ def advance(state: State, now: float) -> None:
 
 def perform(cfg: SimConfig, state: State, now: float, call: Call) -> Answer:
     advance(state, now)
-    hang = _misfortune(cfg, state, call)
-    return Answer(_HANDLERS[call.action](cfg, state, now, call), hang)
+    hang, printed = _misfortune(cfg, state, call)
+    return Answer(_HANDLERS[call.action](cfg, state, now, call), hang, printed)

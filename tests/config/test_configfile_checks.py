@@ -211,6 +211,50 @@ def test_units_provider_cannot_use_lsf_style_and_timeouts_name_actions(tmp_path:
     ]
 
 
+def test_persistent_mode_is_v2_only_and_its_keys_need_it(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        providers:
+          - name: old
+            kind: hosts
+            script: {style: lsf, path: /opt/q, mode: persistent}
+          - name: once
+            kind: hosts
+            script: {style: v2, path: /opt/p, ping_every: 2s}
+        """,
+    )
+    assert problems(path, check_files=False) == [
+        f"{path}:6: providers[0].script.mode: mode 'persistent' needs style 'v2' (style 'lsf' runs one process "
+        "per call)",
+        f"{path}:9: providers[1].script.ping_every: only used with mode: persistent (this provider runs one "
+        "process per call)",
+    ]
+
+
+def test_persistent_settings_default_and_must_be_positive(tmp_path: Path) -> None:
+    doc = """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        providers:
+          - name: p
+            kind: units
+            script: {style: v2, path: /opt/p, mode: persistent%s}
+        """
+    script = load_config(write(tmp_path, doc % ""), check_files=False).providers[0].script
+    assert (script.mode, script.ping_every, script.start_timeout, script.restart_backoff_max) == (
+        "persistent", 5.0, 30.0, 60.0)
+    assert load_config(write(tmp_path, doc % """, start_timeout: 1m"""), check_files=False).providers[0] \
+        .script.start_timeout == 60.0
+    assert problems(write(tmp_path, doc % ", ping_every: 0s"), check_files=False) == [
+        f"{tmp_path / 'prov.yaml'}:6: providers[0].script.ping_every: must be more than 0, got 0.0"]
+    wrong = write(tmp_path, (doc % "").replace("mode: persistent", "mode: forever"))
+    assert problems(wrong, check_files=False) == [
+        f"{wrong}:6: providers[0].script.mode: expected one of 'oneshot', 'persistent', got 'forever'"]
+
+
 def test_tls_needs_cert_and_key(tmp_path: Path) -> None:
     path = write(
         tmp_path,
