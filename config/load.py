@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
 from typing import Any, get_args
@@ -219,7 +220,9 @@ def _file_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
         if p.script.style == "lsf":
             found += [(script + ("path",), m) for m in _lsf_problems(p.script.path)]
         else:
-            found.append((script + ("path",), _executable_problem(p.script.path)))
+            found.append((script + ("path",), _executable_problem(p.script.path) if p.script.path.is_absolute()
+                          else f"{p.script.path}: not found on PATH (a bare name is looked up there; "
+                               "give a full path otherwise)"))
         if p.script.conf_dir is not None:
             found.append((script + ("conf_dir",), _folder_problem(p.script.conf_dir)))
         if p.script.work_dir is not None:
@@ -251,17 +254,25 @@ def _absolute(cfg: Config, base: Path) -> Config:
         p = p.expanduser()
         return p if p.is_absolute() else Path(os.path.normpath(base / p))
 
+    def command(p: Path) -> Path:
+        """A v2 script given by a bare name (``provisioner-ec2``) that is not in the config's folder is
+        looked up on the daemon's PATH, as a shell would; one not found stays bare, and the file checks
+        say so."""
+        local = a(p)
+        if os.sep in str(p) or str(p).startswith("~") or (local is not None and local.exists()):
+            return local  # type: ignore[return-value]
+        found = shutil.which(str(p))
+        return Path(found) if found else p
+
     providers = []
     for p in cfg.providers:
         s = p.script
-        script = s.model_copy(update={"path": a(s.path), "conf_dir": a(s.conf_dir), "work_dir": a(s.work_dir)})
+        path = command(s.path) if s.style == "v2" else a(s.path)
+        script = s.model_copy(update={"path": path, "conf_dir": a(s.conf_dir), "work_dir": a(s.work_dir)})
         providers.append(p.model_copy(update={"script": script, "env_file": a(p.env_file)}))
     tls = {k: a(v) for k, v in cfg.api.tls.items()} if cfg.api.tls is not None else None
     api = cfg.api.model_copy(update={"tokens": a(cfg.api.tokens), "tls": tls})
     return cfg.model_copy(update={"providers": providers, "api": api, "home": a(cfg.home)})
-
-
-# --- entry points -----------------------------------------------------------------------
 
 
 # --- entry points -----------------------------------------------------------------------

@@ -340,6 +340,20 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_lsf(args: argparse.Namespace) -> int:
+    """``provisioner import-lsf FILE``: the providers: section for an LSF hostProviders.json, on stdout."""
+    from provisioner.lsf_import import LsfImportError, bases_from_env, providers_section
+
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+        print(providers_section(text, source=args.file, **bases_from_env(os.environ)), end="")
+    except OSError as exc:
+        raise CliError(f"{args.file}: {exc.strerror or exc}") from None
+    except (LsfImportError, UnicodeDecodeError) as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from provisioner.schema import schema
 
@@ -537,6 +551,10 @@ def parser() -> argparse.ArgumentParser:
     p = why(orphan.add_parser("return", help="give back an orphaned host or grant"))
     p.add_argument("id", help="its id in the orphans list")
     p.set_defaults(fn=cmd_return_orphan)
+    p = sub.add_parser("import-lsf", help="print a providers: section for an LSF resource connector's "
+                                          "hostProviders.json (paste it into the config, then check-config)")
+    p.add_argument("file", help="the hostProviders.json (in LSF_ENVDIR/resource_connector)")
+    p.set_defaults(fn=cmd_import_lsf)
     p = sub.add_parser("schema", help="print the JSON Schema of a demand snapshot, a host event or a fact")
     p.add_argument("what", choices=["demand", "host-event", "fact"])
     p.set_defaults(fn=cmd_schema)

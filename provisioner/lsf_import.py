@@ -9,21 +9,6 @@ confirms it.
 
 Pure apart from ``exists``, which is asked whether a path is there (tests
 give their own): no file is read or written here.
-
-Wiring it into the CLI (``provisioner import-lsf PATH``)::
-
-    import os
-    from pathlib import Path
-    from provisioner.lsf_import import LsfImportError, bases_from_env, providers_section
-
-    p = sub.add_parser("import-lsf", help="print a providers: section from an LSF hostProviders.json")
-    p.add_argument("file")
-    ...
-    try:
-        text = Path(args.file).read_text(encoding="utf-8")
-        print(providers_section(text, source=args.file, **bases_from_env(os.environ)), end="")
-    except (OSError, LsfImportError) as exc:
-        raise CliError(str(exc))
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import io
 import textwrap
 from pathlib import Path
@@ -380,3 +381,22 @@ def test_semantic_and_file_problems_are_reported_together(site: Path) -> None:
         [f"{path}:8", "providers[0].env_file"],
         [f"{path}:13", "resources[0].provider"],
     ]
+
+
+def test_a_v2_script_given_by_a_bare_name_is_found_on_the_path(tmp_path, monkeypatch):
+    """``script: {style: v2, path: provisioner-ec2}``: the installed console script, wherever it is."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "my-provider"
+    tool.write_text("#!/bin/sh\necho '{}'\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    config = tmp_path / "c.yaml"
+    body = ("instance: {id: a, serves: [p]}\n"
+            f"controller: {{url: 'sqlite:///{tmp_path}/state.db'}}\n"
+            "providers:\n  - {name: p, kind: hosts, script: {style: v2, path: NAME}}\n")
+    config.write_text(body.replace("NAME", "my-provider"))
+    assert load_config(config).providers[0].script.path == tool
+    config.write_text(body.replace("NAME", "no-such-provider"))
+    with pytest.raises(ConfigError, match=r"providers\[0\]\.script\.path: no-such-provider: not found on PATH"):
+        load_config(config)

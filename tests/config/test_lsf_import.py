@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -139,3 +140,32 @@ def test_the_section_in_a_minimal_config_passes_check_config(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "awsv2" in proc.stdout and "lsf" in proc.stdout
+
+
+def test_provisioner_import_lsf_prints_a_section_check_config_accepts(tmp_path):
+    """The command as an LSF administrator runs it, with LSF's environment giving the folders."""
+    top = tmp_path / "lsf"
+    conf = top / "conf" / "resource_connector" / "awsv2"
+    scripts = top / "10.1" / "resource_connector" / "awsv2" / "scripts"
+    for folder in (conf / "conf", scripts):
+        folder.mkdir(parents=True)
+    for name in SCRIPTS:
+        (scripts / f"{name}.sh").write_text("#!/bin/sh\necho '{}'\n")
+        (scripts / f"{name}.sh").chmod(0o755)
+    hp = tmp_path / "hostProviders.json"
+    hp.write_text(json.dumps({"providers": [{"name": "awsv2", "type": "awsProv", "confPath": "resource_connector/awsv2",
+                                             "scriptPath": "resource_connector/awsv2"}]}))
+    env = {**os.environ, "LSF_ENVDIR": str(top / "conf"), "LSF_SERVERDIR": str(top / "10.1" / "linux" / "etc")}
+    out = subprocess.run([sys.executable, "-m", "provisioner.cli", "import-lsf", str(hp)], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert out.returncode == 0 and out.stdout.startswith(("providers:", "#")), out.stderr
+    config = tmp_path / "provisioner.yaml"
+    config.write_text("instance: {id: a, serves: [awsv2], planner: true}\n"
+                      f"controller: {{url: 'sqlite:///{tmp_path}/state.db'}}\n"
+                      f"home: {tmp_path}/home\n" + out.stdout)
+    check = subprocess.run([sys.executable, "-m", "provisioner.cli", "check-config", str(config)],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    missing = subprocess.run([sys.executable, "-m", "provisioner.cli", "import-lsf", str(tmp_path / "none.json")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "none.json" in missing.stderr and len(missing.stderr.splitlines()) == 1
