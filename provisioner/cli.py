@@ -556,7 +556,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="the hostProviders.json (in LSF_ENVDIR/resource_connector)")
     p.set_defaults(fn=cmd_import_lsf)
     p = sub.add_parser("schema", help="print the JSON Schema of a demand snapshot, a host event or a fact")
-    p.add_argument("what", choices=["demand", "host-event", "fact"])
+    p.add_argument("what", choices=["demand", "host-event", "supply", "fact"])
     p.set_defaults(fn=cmd_schema)
     p = out(sub.add_parser("plan", help="what one planning round would order for a demand file; writes nothing"))
     p.add_argument("--demand", required=True, help="demand snapshot, JSON or YAML file (- for stdin)")

@@ -10,11 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from messages.demand import DemandSnapshot, HostEvent
+from messages.demand import DemandSnapshot, HostEvent, SupplySnapshot
 from messages.facts import Fact
 
 #: What each name gives the schema of.
-SCHEMAS: dict[str, type[BaseModel]] = {"demand": DemandSnapshot, "host-event": HostEvent, "fact": Fact}
+SCHEMAS: dict[str, type[BaseModel]] = {"demand": DemandSnapshot, "host-event": HostEvent, "supply": SupplySnapshot,
+                                       "fact": Fact}
 
 
 def schema(name: str) -> dict[str, Any]:

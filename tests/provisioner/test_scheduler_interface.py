@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from messages.demand import DemandSnapshot, HostEvent
+from messages.demand import DemandSnapshot, HostEvent, SupplySnapshot
 from provisioner.apimodels import HostEventBody
 from provisioner.schema import schema
 
@@ -25,20 +25,23 @@ def examples() -> list[dict]:
 
 def test_every_example_on_the_page_is_accepted_by_the_schema_and_by_the_daemon():
     docs = examples()
-    kinds = {"demand": 0, "body": 0, "stored": 0}
+    kinds = {"demand": 0, "body": 0, "stored": 0, "supply": 0}
     for doc in docs:
-        if "items" in doc:
+        if "hosts" in doc:
+            SupplySnapshot.model_validate(doc)
+            kinds["supply"] += 1
+        elif "items" in doc:
             jsonschema.validate(doc, schema("demand"))
             DemandSnapshot.model_validate(doc)
             kinds["demand"] += 1
-        elif set(doc) == {"event"}:
+        elif set(doc) <= {"event", "provider"}:
             HostEventBody.model_validate(doc)
             kinds["body"] += 1
         else:
             jsonschema.validate(doc, schema("host-event"))
             HostEvent.model_validate(doc)
             kinds["stored"] += 1
-    assert kinds == {"demand": 1, "body": 1, "stored": 1}, "the page shows each document once"
+    assert kinds == {"demand": 1, "body": 1, "stored": 1, "supply": 1}, "the page shows each document once"
 
 
 @pytest.mark.parametrize("doc", [
@@ -58,7 +61,7 @@ def test_what_the_schema_refuses_the_daemon_refuses_too(doc):
 
 
 def test_the_command_prints_the_schema_the_daemon_validates_with():
-    for what in ("demand", "host-event", "fact"):
+    for what in ("demand", "host-event", "supply", "fact"):
         out = subprocess.run([sys.executable, "-m", "provisioner.cli", "schema", what], capture_output=True,
                              text=True, timeout=60, check=True)
         printed = json.loads(out.stdout)
