@@ -211,7 +211,7 @@ class LeaseActor(Actor):
         pcfg = self.cfg.provider(name.split(":", 1)[1])
         assert pcfg is not None, "config validation guarantees served providers exist"
         return ProviderActor.start(
-            pcfg, lease, revoked, self.journal, self.actor_ref, self.controller, self.cfg.policy,
+            pcfg, lease, revoked, self.journal, self.actor_ref, self.cfg.policy,
             self.cfg.resources, self.home / "providers" / pcfg.name, self.calls_factory, self.shared,
             clock=self.clock, scan_after=SCAN_PACE * self.cfg.instance.serves.index(pcfg.name),
         )

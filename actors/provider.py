@@ -42,7 +42,7 @@ from messages.demand import SupplySnapshot
 from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
-from owner.effects import Effects, TotalPublished, Write
+from owner.effects import Effects, Write
 from owner.health import health
 from owner.hosts import host_events
 from owner.polls import poll
@@ -52,7 +52,6 @@ from owner.step import answer, step
 from owner.supply import Unlisted, correct, hosts_of
 from owner.units import read_usage
 from persistence.failpoints import failpoint
-from persistence.port import Controller, ResourceTotal
 from persistence.projection import Projection
 from persistence.shared import SharedProjection
 from policy.retry import backoff
@@ -78,7 +77,6 @@ class ProviderActor(PooledActor, Actor):
         revoked: Mandate,
         journal: Tells,
         lease_actor: Tells,
-        controller: Controller,
         policy: PolicyConfig,
         resources: list[ResourceConfig],
         work_dir: Path,
@@ -101,14 +99,11 @@ class ProviderActor(PooledActor, Actor):
         self.revoked = revoked
         self.journal = journal
         self.lease_actor = lease_actor
-        self.controller = controller
         self.work_dir = work_dir
         self.calls_factory = calls_factory
         self.view = shared
         self.clock = clock
         self.scan_after = scan_after
-        #: totals committed and not yet published (published outside the projection's lock)
-        self.totals_due: list[TotalPublished] = []
         self.ready = False
         self.inherited_upto = 0
         #: slot -> since: calls under way and writes awaiting the journal's answer
@@ -159,13 +154,9 @@ class ProviderActor(PooledActor, Actor):
     # --- feed ----------------------------------------------------------------------------
 
     def _dispatch(self, message: Any) -> Any:
-        # Every handler reads the projection: the journal applies no batch meanwhile. A controller
-        # call under the lock would stall every other reader, so totals are published after it.
+        # Every handler reads the projection: the journal applies no batch meanwhile.
         with self.view.lock:
-            out = super()._dispatch(message)
-        while self.totals_due:
-            self._publish_total(self.totals_due.pop(0))
-        return out
+            return super()._dispatch(message)
 
     @handles(Committed)
     def _committed(self, msg: Committed) -> None:
@@ -287,17 +278,8 @@ class ProviderActor(PooledActor, Actor):
             return
         if msg.error:
             return  # nothing committed; the next reconcile tries again
-        if isinstance(w.slot, TotalPublished):
-            self.totals_due.append(w.slot)
         if self.ready:
             self._reconcile(self.clock())
-
-    def _publish_total(self, t: TotalPublished) -> None:
-        try:
-            self.controller.set_resource_total(ResourceTotal(name=t.resource, base=t.base, borrowed=t.borrowed,
-                                                             total=t.base + t.borrowed, time=self.clock()))
-        except Exception as exc:  # the fact is the record; the next change republishes
-            log.error("provider %s: could not publish total of %s: %s", self.name, t.resource, exc)
 
     # --- call results ---------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from owner.calls import Call, Poll
 from owner.effects import NOTHING, Effects, Notes, note, write
 from owner.settings import OwnerSettings
 from owner.status import status_facts
+from owner.units import with_totals
 from persistence.projection import Projection
 
 
@@ -42,4 +43,4 @@ def polled(p: Projection, s: OwnerSettings, ids: Mapping[str, str], result: Scri
         if req is None:
             continue
         payloads += status_facts(s.name, p.instances, p.grants, req, st.status, st.message, st.machines, st.granted)
-    return write(Notes("status"), payloads)
+    return write(Notes("status"), with_totals(p, s, payloads))

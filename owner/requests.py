@@ -19,6 +19,7 @@ from owner.calls import Call, Carry
 from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPlanned, note, write
 from owner.returns import return_intent, return_lost
 from owner.settings import OwnerSettings
+from owner.units import with_totals
 from persistence.projection import Projection
 from policy.reclaim import portions
 from policy.retry import backoff, retryable, try_again
@@ -198,5 +199,5 @@ def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason
         payloads += [return_lost(p.grants[g], req.id, why)
                      for g in req.grants if g in p.grants and p.grants[g].return_request_id == req.id
                      and p.grants[g].state in ("return_planned", "returning")]
-    return write(RequestSettled(req.id), payloads) + note(
+    return write(RequestSettled(req.id), with_totals(p, s, payloads)) + note(
         "warning", f"provider {s.name}: request {req.id} {state}: {reason}")

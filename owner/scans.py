@@ -27,6 +27,7 @@ from messages.states import HELD, INSTANCE, RETURNING
 from owner.calls import Call, CheckReclaims, List, ScanStatus
 from owner.effects import Effects, Notes, note, write
 from owner.settings import OwnerSettings
+from owner.units import with_totals
 from persistence.projection import Projection
 
 #: Lists in a row that must miss a machine the facts hold before it is declared lost (and
@@ -95,7 +96,7 @@ def listed(p: Projection, s: OwnerSettings, started: float, result: ScriptResult
             del missing[inst.machine_id]
     for g in held.grants:
         payloads += _listed_grant(p, s, g, started, now)
-    return write(Notes("orphans"), payloads), Sightings(unknown, missing)
+    return write(Notes("orphans"), with_totals(p, s, payloads)), Sightings(unknown, missing)
 
 
 def _listed_again(p: Projection, s: OwnerSettings, machines: Iterable[Machine], now: float,

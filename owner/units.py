@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
-from messages.facts import ResourceTotalChanged, UsageObserved
+from messages.facts import GrantChanged, Payload, ResourceTotalChanged, UsageObserved
+from messages.records import GrantRecord
 from messages.scripts import ScriptResult, Usage
 from messages.states import BORROWED
 from owner.calls import Call, ReadUsage
@@ -33,9 +34,30 @@ def used(p: Projection, s: OwnerSettings, resource: str, result: ScriptResult) -
 
 
 def totals(p: Projection, s: OwnerSettings, busy: Collection[object]) -> Effects:
-    """Each elastic resource's total (base + borrowed), written when its borrowed part or base changed."""
+    """Each elastic resource's total (base + borrowed), written when its borrowed part or base changed.
+
+    Grants and returns carry their totals in their own writes (``with_totals``); this catches the
+    rest: the first total of a resource, and a base changed in the config.
+    """
     fx = NOTHING
-    grants = p.open(s.name).grants
+    for total in _changed(p, s, p.open(s.name).grants):
+        slot = TotalPublished(total.resource, total.base, total.borrowed)
+        if slot not in busy:
+            fx += write(slot, [total])
+    return fx
+
+
+def with_totals(p: Projection, s: OwnerSettings, payloads: list[Payload]) -> list[Payload]:
+    """``payloads`` and, after them, the totals they change: one write, so the total a scheduler reads
+    changes atomically with the grant or return that causes it, under the same fence."""
+    if not s.resources or not any(isinstance(x, GrantChanged) for x in payloads):
+        return payloads
+    return payloads + _changed(p, s, p.grants_after(s.name, payloads))
+
+
+def _changed(p: Projection, s: OwnerSettings, grants: Iterable[GrantRecord]) -> list[Payload]:
+    grants = list(grants)
+    out: list[Payload] = []
     for res in s.resources:
         borrowed = sum(g.count for g in grants if g.resource == res.name and g.state in BORROWED)
         rec = p.resources.get(res.name)
@@ -43,9 +65,6 @@ def totals(p: Projection, s: OwnerSettings, busy: Collection[object]) -> Effects
             continue
         if rec is None and borrowed == 0 and res.base == 0:
             continue
-        slot = TotalPublished(res.name, res.base, borrowed)
-        if slot in busy:
-            continue
-        fx += write(slot, [ResourceTotalChanged(resource=res.name, base=res.base, borrowed=borrowed,
-                                                total=res.base + borrowed)])
-    return fx
+        out.append(ResourceTotalChanged(resource=res.name, base=res.base, borrowed=borrowed,
+                                        total=res.base + borrowed))
+    return out

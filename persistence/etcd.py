@@ -60,7 +60,7 @@ from lease.etcd_client import (
 from messages.base import Model
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.errors import ControllerUnavailable
-from messages.facts import Fact
+from messages.facts import Fact, ResourceTotalChanged
 from persistence.decoding import Decoder, stored_fact
 from persistence.etcd_watch import WatchBell
 from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
@@ -146,6 +146,8 @@ class EtcdController:
             if new:
                 success += [put_op(self._fact_key(last + len(new)), b"\n".join(data for _, data in new)),
                             put_op(self._fact_head, b"%d" % (last + len(new)))]
+                # The totals a scheduler reads change with the fenced facts that say so, in the same txn.
+                success += [put_op(self._client.key("totals", t.name), t.to_json()) for t in _totals(new)]
             success += [range_op(self._id_key(f.id)) for f, _ in refused]
             failure = [range_op(self._fact_head)] + [range_op(self.leases.key(n)) for n in names]
             failure += [range_op(self._id_key(f.id)) for f, _ in pending]
@@ -293,9 +295,6 @@ class EtcdController:
                 out.append(event)
         return out, last
 
-    def set_resource_total(self, total: ResourceTotal) -> None:
-        self._client.put(self._client.key("totals", total.name), total.to_json())
-
     def resource_totals(self) -> list[ResourceTotal]:
         kvs, _ = self._client.range(self._totals, prefix_end(self._totals))
         totals = [ResourceTotal.from_json(kv.value) for kv in kvs]
@@ -386,22 +385,35 @@ class EtcdController:
         self._client.close()
 
 
+def _totals(facts: list[tuple[Fact, bytes]]) -> list[ResourceTotal]:
+    """The last total each resource's facts in a chunk say."""
+    out: dict[str, ResourceTotal] = {}
+    for f, _ in facts:
+        if isinstance(p := f.payload, ResourceTotalChanged):
+            out[p.resource] = ResourceTotal(name=p.resource, base=p.base, borrowed=p.borrowed, total=p.total,
+                                            time=f.time)
+    return list(out.values())
+
+
 def _chunks(facts: list[tuple[Fact, bytes]]) -> list[list[tuple[Fact, bytes]]]:
     """Split a batch so each transaction stays within etcd's operation and size limits."""
     chunks: list[list[tuple[Fact, bytes]]] = []
     chunk: list[tuple[Fact, bytes]] = []
     names: set[str] = set()
+    totals: set[str] = set()
     size = 0
     for fact, data in facts:
         grown = names | {fact.lease} if fact.lease else names
-        # Compares: the head, two per lease, one per fact.
+        more = totals | {p.resource} if isinstance(p := fact.payload, ResourceTotalChanged) else totals
+        # Compares: the head, two per lease, one per fact. Puts: one per fact, the facts, the head, the totals.
         if chunk and (len(chunk) == CHUNK_FACTS or 1 + 2 * len(grown) + len(chunk) + 1 > MAX_TXN_OPS
-                      or size + len(data) > CHUNK_BYTES):
+                      or len(chunk) + 1 + 2 + len(more) > MAX_TXN_OPS or size + len(data) > CHUNK_BYTES):
             chunks.append(chunk)
             chunk, size = [], 0
             grown = {fact.lease} if fact.lease else set()
+            more = {p.resource} if isinstance(p, ResourceTotalChanged) else set()
         chunk.append((fact, data))
-        names, size = grown, size + len(data)
+        names, totals, size = grown, more, size + len(data)
     if chunk:
         chunks.append(chunk)
     return chunks

@@ -113,11 +113,12 @@ class Controller(Protocol):
     def get_supply(self) -> SupplySnapshot | None:
         """The current supply view, None before the first put."""
 
-    def set_resource_total(self, total: ResourceTotal) -> None:
-        """Publish a shared resource's total for the scheduler."""
-
     def resource_totals(self) -> list[ResourceTotal]:
-        """All published totals, by name."""
+        """All published totals, by name: each the last ``resource_total_changed`` fact accepted for it.
+
+        There is no other way to change one: a total is published by the append that accepts its
+        fact, under the lending provider's lease and fence, so a daemon that lost the lease cannot.
+        """
 
     # --- push -----------------------------------------------------------------
     def changes(self, cursor: Cursor, timeout: float) -> Changes:

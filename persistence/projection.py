@@ -8,6 +8,7 @@ skips the fact.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import threading
@@ -32,6 +33,7 @@ from messages.facts import (
     RequestPlanned,
     ResourceTotalChanged,
     UsageObserved,
+    make_fact,
 )
 from messages.records import (
     DecisionRecord,
@@ -258,6 +260,23 @@ class Projection:
     def live_grant_ids(self) -> Iterable[str]:
         """The ids of every live grant."""
         return chain.from_iterable(part.live_grants for part in self.parts.values())
+
+    def grants_after(self, provider: str, payloads: Iterable[object]) -> list[GrantRecord]:
+        """``provider``'s live grants as they will be once ``payloads`` are written and applied.
+
+        The payloads are applied, by this projection's own rules, to copies: an owner that writes a
+        grant and the total it causes in one batch computes that total by the arithmetic the facts
+        will follow. This projection is left as it is.
+        """
+        scratch = Projection()
+        part = scratch._part(provider)
+        for g in self.open(provider).grants:
+            scratch.grants[g.id] = dataclasses.replace(g, given_back=list(g.given_back))
+            part.live_grants[g.id] = None
+        for payload in payloads:
+            if isinstance(payload, GrantChanged):
+                scratch.apply(make_fact(payload, provider=provider))
+        return list(scratch.grants.values())
 
     def requests_of(self, order_id: str) -> list[RequestRecord]:
         order = self.orders.get(order_id)

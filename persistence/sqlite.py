@@ -28,7 +28,7 @@ import orjson
 
 from lease.sqlite import Clock, SqliteDatabase, SqliteLeases
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
-from messages.facts import Fact
+from messages.facts import Fact, ResourceTotalChanged
 from persistence.decoding import Decoder, stored_fact
 from persistence.failpoints import failpoint
 from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
@@ -80,6 +80,17 @@ _SCHEMA = {
         time     REAL NOT NULL
     )""",
 }
+
+
+def _publish_totals(conn: sqlite3.Connection, facts: list[Fact]) -> None:
+    """The totals a scheduler reads change with the fenced facts that say so, in the same transaction:
+    a daemon whose fence is no longer current cannot change them, and no total is ever ahead of its fact."""
+    conn.executemany(
+        "INSERT INTO resource_totals (name, base, borrowed, total, time) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (name) DO UPDATE SET base = excluded.base, borrowed = excluded.borrowed,"
+        " total = excluded.total, time = excluded.time",
+        [(p.resource, p.base, p.borrowed, p.total, f.time) for f in facts
+         if isinstance(p := f.payload, ResourceTotalChanged)])
 
 
 class SqliteController:
@@ -137,7 +148,9 @@ class SqliteController:
             stored_ids = self._stored_many(conn, fresh)
             new = [f for i, f in fresh.items() if i not in stored_ids]
             accepted += stored_ids.values()
-            accepted += self._insert_many(conn, new)
+            inserted = self._insert_many(conn, new)
+            accepted += inserted
+            _publish_totals(conn, inserted)
             if new:
                 failpoint("journal.mid_batch")
             # Every input gets one outcome: a repeat within the batch is accepted as its first copy.
@@ -287,15 +300,6 @@ class SqliteController:
             "supply view", seq,
             lambda: SupplySnapshot.model_validate({**orjson.loads(payload), "seq": seq, "time": at}),
         )
-
-    def set_resource_total(self, total: ResourceTotal) -> None:
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT INTO resource_totals (name, base, borrowed, total, time) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (name) DO UPDATE SET base = excluded.base, borrowed = excluded.borrowed,"
-                " total = excluded.total, time = excluded.time",
-                (total.name, total.base, total.borrowed, total.total, total.time),
-            )
 
     def resource_totals(self) -> list[ResourceTotal]:
         with self._db.read() as conn:

@@ -27,7 +27,7 @@ def owner(tmp_path, now: list[float], scan_after: float = 0.0, policy: PolicyCon
     journal = JournalActor.start(controller, shared=shared)
     lease = controller.leases.acquire("provider:p", "a", 3600)
     calls = ScriptedCalls()
-    ref = ProviderActor.start(CFG, lease, Revocation(float("inf")), journal, Inbox(), controller,
+    ref = ProviderActor.start(CFG, lease, Revocation(float("inf")), journal, Inbox(),
                               policy or PolicyConfig(), [], tmp_path, calls.factory, shared,
                               clock=lambda: now[0], scan_after=scan_after)
     try:

@@ -7,6 +7,7 @@ from messages.scripts import Machine, RequestState, StatusReport
 from owner.calls import Poll
 from owner.polls import poll, polled
 from owner.requests import replan_returns
+from owner.units import totals
 from policy.returns import AGAIN, returns_due
 from tests.support.facts import T0, commit, kinds, projection
 from tests.support.owners import result
@@ -113,3 +114,16 @@ def test_edge_returning_to_returned_when_the_return_completes(hosts):
     ])
     commit(p, "p", polled(p, hosts, {"ret-1": "r"}, status("ret-1", "complete")), T0 + 9)
     assert p.instances["p/m"].state == "returned" and p.requests["r"].state == "complete"
+
+
+def test_a_grant_and_the_total_it_causes_are_one_write(units):
+    """The total a scheduler reads changes atomically with the grant that causes it, under the same fence."""
+    p = projection("p", [("g", RequestPlanned(action="request", supply="units", resource="vcs", count=3)),
+                         (None, RequestChanged(kind="request_submitted", request_id="g", state="submitted",
+                                               provider_request_id="lic-1"))])
+    (w,) = polled(p, units, {"lic-1": "g"}, status("lic-1", "complete", granted=3)).writes
+    assert kinds(w.payloads) == ["grant_granted", "request_completed", "resource_total_changed"]
+    total = w.payloads[-1]
+    assert (total.base, total.borrowed, total.total) == (2, 3, 5)
+    commit(p, "p", polled(p, units, {"lic-1": "g"}, status("lic-1", "complete", granted=3)), T0 + 9)
+    assert p.resources["vcs"].total == 5 and not totals(p, units, busy=()), "nothing left to publish apart"

@@ -86,7 +86,7 @@ def live_owners(tmp_path, now: list[float]):
         provider = ScriptedProvider(desc)
         lease = controller.leases.acquire(f"provider:{desc.name}", "a", 86400)
         refs.append(ProviderActor.start(
-            cfg, lease, Revocation(float("inf")), journal, _Nobody(), controller, PolicyConfig(**POLICY),
+            cfg, lease, Revocation(float("inf")), journal, _Nobody(), PolicyConfig(**POLICY),
             [ResourceConfig(**r) for r in RESOURCES], tmp_path,
             lambda _c, _w, on_done, _m, provider=provider: AnsweringCalls(provider, on_done), shared,
             clock=lambda: now[0]))

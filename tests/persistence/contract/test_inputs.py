@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from messages.demand import SupplyHost, SupplySnapshot
+from messages.facts import ResourceTotalChanged, make_fact
 from persistence.port import Controller, ResourceTotal
 from tests.persistence.contract.conftest import MakeController
 from tests.support.controllers import FakeClock, demand
@@ -56,26 +57,43 @@ def test_host_events_in_order_with_seq(controller: Controller) -> None:
     assert controller.read_host_events(after=posted[0].seq, limit=1) == posted[1:2]
 
 
-def test_resource_totals_upsert_by_name_listed_sorted(controller: Controller) -> None:
+def _total(name: str, base: int, borrowed: int, lease, now: float):
+    return make_fact(ResourceTotalChanged(resource=name, base=base, borrowed=borrowed, total=base + borrowed),
+                     provider="lic", lease=lease.name, fence=lease.fence, now=now)
+
+
+def test_a_total_is_published_by_the_fenced_fact_that_says_it(controller: Controller, clock: FakeClock) -> None:
     assert controller.resource_totals() == []
-    vcs = ResourceTotal(name="vcs", base=20, borrowed=0, total=20, time=1.0)
-    calibre = ResourceTotal(name="calibre", base=5, borrowed=1, total=6, time=1.0)
-    controller.set_resource_total(vcs)
-    controller.set_resource_total(calibre)
-    assert controller.resource_totals() == [calibre, vcs]
-    grown = ResourceTotal(name="vcs", base=20, borrowed=5, total=25, time=2.0)
-    controller.set_resource_total(grown)
-    assert controller.resource_totals() == [calibre, grown]
+    lease = controller.leases.acquire("provider:lic", "a", ttl=10)
+    controller.append([_total("vcs", 20, 0, lease, 1.0), _total("calibre", 5, 1, lease, 1.0)])
+    assert controller.resource_totals() == [ResourceTotal(name="calibre", base=5, borrowed=1, total=6, time=1.0),
+                                            ResourceTotal(name="vcs", base=20, borrowed=0, total=20, time=1.0)]
+    controller.append([_total("vcs", 20, 5, lease, 2.0)])
+    assert [t.total for t in controller.resource_totals()] == [6, 25]
+
+
+def test_a_total_written_under_a_lost_lease_is_refused_and_changes_nothing(controller: Controller,
+                                                                           clock: FakeClock) -> None:
+    """A daemon that lost the lease must not change what the scheduler reads (it could, before)."""
+    old = controller.leases.acquire("provider:lic", "a", ttl=10)
+    controller.append([_total("vcs", 20, 5, old, 1.0)])
+    clock.advance(11)
+    new = controller.leases.acquire("provider:lic", "b", ttl=10)
+    result = controller.append([_total("vcs", 20, 9, old, clock.now)])
+    assert result.refused and not result.accepted
+    assert [t.total for t in controller.resource_totals()] == [25]
+    controller.append([_total("vcs", 20, 2, new, clock.now)])
+    assert [t.total for t in controller.resource_totals()] == [22]
 
 
 def test_second_handle_sees_inputs_of_the_first(make_controller: MakeController) -> None:
     first, second = make_controller(), make_controller()
     snapshot = first.put_demand(demand(4))
     event = first.post_host_event("h1", "busy", 1.0)
-    first.set_resource_total(ResourceTotal(name="vcs", base=1, borrowed=2, total=3, time=1.0))
+    first.append([make_fact(ResourceTotalChanged(resource="vcs", base=1, borrowed=2, total=3), provider="lic")])
     assert second.get_demand() == snapshot
     assert second.read_host_events() == [event]
-    assert second.resource_totals() == first.resource_totals()
+    assert second.resource_totals() == first.resource_totals() and second.resource_totals()[0].total == 3
     assert second.put_demand(demand(1)).seq > snapshot.seq
 
 
