@@ -167,6 +167,9 @@ class SupplySnapshot(Model):
 
     seq: Count = Field(default=0, ge=0)
     hosts: list[SupplyHost] = Field(default_factory=list)
+    #: Units of each shared resource (license) the scheduler's running jobs hold: against what the
+    #: license server says is in use, it gives the drift.
+    resources: dict[Name, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     time: Time | None = None
 
     @model_validator(mode="after")

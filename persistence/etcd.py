@@ -256,8 +256,8 @@ class EtcdController:
 
     def put_supply(self, snapshot: SupplySnapshot) -> SupplySnapshot:
         now = self._clock()
-        hosts = snapshot.model_dump(mode="json", exclude_none=True)["hosts"]
-        revision = self._client.put(self._supply, orjson.dumps({"hosts": hosts, "time": now}))
+        doc = snapshot.model_dump(mode="json", exclude_none=True, include={"hosts", "resources"})
+        revision = self._client.put(self._supply, orjson.dumps({**doc, "time": now}))
         return snapshot.model_copy(update={"seq": revision, "time": now})
 
     def get_supply(self) -> SupplySnapshot | None:

@@ -278,7 +278,7 @@ class SqliteController:
         return [e for e in events if e is not None], (rows[-1][0] if rows else after)
 
     def put_supply(self, snapshot: SupplySnapshot) -> SupplySnapshot:
-        payload = orjson.dumps({"hosts": snapshot.model_dump(mode="json", exclude_none=True)["hosts"]})
+        payload = orjson.dumps(snapshot.model_dump(mode="json", exclude_none=True, include={"hosts", "resources"}))
         with self._db.write() as conn:
             now = self._clock()
             seq = conn.execute("INSERT INTO supply (time, payload) VALUES (?, ?)", (now, payload)).lastrowid

@@ -74,6 +74,9 @@ class ResourceRow(BaseModel):
     total: int
     in_use: int | None
     free: int | None
+    #: What the scheduler says its running jobs hold (its supply view), and in_use minus that.
+    scheduler_in_use: int | None = None
+    drift: int | None = None
 
 
 class CostRow(BaseModel):

@@ -195,6 +195,8 @@ class StateCollector(Collector):
         now = self.clock()
         leases = {lease.name: lease.holder for lease in self.controller.leases.all()}
         demand = self.controller.get_demand()
+        supply = self.controller.get_supply()
+        held = supply.resources if supply is not None else {}
         with self.read_model.current() as p:
             requests = Tally((r.provider, r.action, r.state) for r in p.requests.values()
                              if r.state in REQUEST.terminal)
@@ -216,12 +218,19 @@ class StateCollector(Collector):
         yield _family(GaugeMetricFamily, "provisioner_instances", "Host instances by provider and state.",
                       ["provider", "state"], instances.items())
         rows: list[tuple[tuple[str, ...], float]] = []
+        drift: list[tuple[tuple[str, ...], float]] = []
         for name, base, borrowed, total, in_use in units:
             rows += [((name, "base"), base), ((name, "borrowed"), borrowed), ((name, "total"), total)]
             if in_use is not None:
                 rows.append(((name, "in_use"), in_use))
-        yield _family(GaugeMetricFamily, "provisioner_units", "Shared resource units: base, borrowed, total and "
-                      "observed in use.", ["resource", "kind"], rows)
+            if name in held:
+                rows.append(((name, "scheduler_in_use"), held[name]))
+                if in_use is not None:
+                    drift.append(((name,), in_use - held[name]))
+        yield _family(GaugeMetricFamily, "provisioner_units", "Shared resource units: base, borrowed, total, "
+                      "observed in use at the source, and held by the scheduler's jobs.", ["resource", "kind"], rows)
+        yield _family(GaugeMetricFamily, "provisioner_units_drift", "Units in use at the source (license server) "
+                      "beyond what the scheduler says its jobs hold.", ["resource"], drift)
         yield _family(CounterMetricFamily, "provisioner_cost", "Cost so far, in the providers' currency.",
                       ["provider"], [((c["provider"],), c["cost_so_far"]) for c in costs])
         yield _family(GaugeMetricFamily, "provisioner_cost_per_hour", "What held supply costs per hour now.",

@@ -61,6 +61,8 @@ class Scope(NamedTuple):
     now: float
     #: Seconds per billed unit, per provider (absent: billed per second).
     billing_units: Mapping[str, float]
+    #: Units of each resource the scheduler's running jobs hold, as its latest supply view says.
+    scheduler_in_use: Mapping[str, int] = {}
 
 
 class View(NamedTuple):
@@ -75,7 +77,7 @@ VIEWS: dict[str, View] = {
     "providers": View("name", ("kind", "status", "owner"), lambda p, s: views.provider_details(p, s.leases, s.now)),
     "requests": View("id", ("provider", "state", "action", "kind"), lambda p, s: views.requests(p)),
     "instances": View("id", ("provider", "state", "template"), lambda p, s: views.instances(p, s.now)),
-    "resources": View("name", ("provider",), lambda p, s: views.resources(p)),
+    "resources": View("name", ("provider",), lambda p, s: views.resources(p, s.scheduler_in_use)),
     "costs": View("provider", ("provider",), lambda p, s: views.costs(p, s.now, s.billing_units)),
     "decisions": View("seq", ("item",), lambda p, s: views.decisions(p)),
     "orphans": View("id", ("provider", "kind", "state"), lambda p, s: views.orphans(p, s.now)),
@@ -103,7 +105,9 @@ class Operations:
              limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """A page of one view's rows; raises ``views.BadCursor`` for an unknown ``after``."""
         v = VIEWS[view]
-        scope = Scope(self.controller.leases.all() if view == "providers" else [], self.clock(), self.billing_units)
+        supply = self.controller.get_supply() if view == "resources" else None
+        scope = Scope(self.controller.leases.all() if view == "providers" else [], self.clock(), self.billing_units,
+                      supply.resources if supply is not None else {})
         with self.read_model.current() as p:
             rows = v.rows(p, scope)
         return views.page(rows, v.key, after=after, limit=limit, where=where)

@@ -100,10 +100,15 @@ def instances(p: Projection, now: float) -> list[dict[str, Any]]:
     ]
 
 
-def resources(p: Projection) -> list[dict[str, Any]]:
+def resources(p: Projection, scheduler_in_use: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+    """Each shared resource: its total, what the license server says is in use by this cluster, what the
+    scheduler says its jobs hold, and the drift between the two (tokens used outside the scheduler's
+    knowledge when positive: a job started by hand, a license held by a dead job)."""
+    told = scheduler_in_use or {}
     rows = []
     for name in sorted(p.resources):
         r = p.resources[name]
+        held = told.get(name)
         rows.append({
             "name": name,
             "provider": r.provider,
@@ -112,6 +117,8 @@ def resources(p: Projection) -> list[dict[str, Any]]:
             "total": r.total,
             "in_use": r.in_use,
             "free": (r.total - r.in_use) if r.in_use is not None else None,
+            "scheduler_in_use": held,
+            "drift": (r.in_use - held) if r.in_use is not None and held is not None else None,
         })
     return rows
 

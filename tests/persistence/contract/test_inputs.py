@@ -107,8 +107,9 @@ def test_a_host_event_keeps_the_provider_it_names(controller: Controller) -> Non
 def test_the_supply_view_gets_a_growing_seq_and_replaces_the_last(controller: Controller, clock: FakeClock) -> None:
     assert controller.get_supply() is None
     first = controller.put_supply(SupplySnapshot(hosts=[SupplyHost(name="a", state="idle"),
-                                                        SupplyHost(name="b", provider="p", state="busy")]))
-    assert first.time == clock.now and controller.get_supply() == first
+                                                        SupplyHost(name="b", provider="p", state="busy")],
+                                                 resources={"vcs": 7}))
+    assert first.time == clock.now and controller.get_supply() == first and first.resources == {"vcs": 7}
     clock.advance(1)
     second = controller.put_supply(SupplySnapshot(hosts=[]))
     assert second.seq > first.seq and controller.get_supply() == second and second.hosts == []

@@ -10,8 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from messages.demand import SupplySnapshot
 from messages.description import ProviderDescription, Template
-from messages.facts import InstanceSeen, LeaseChanged, Load, Order, ProviderDescribed, make_fact
+from messages.facts import (
+    InstanceSeen,
+    LeaseChanged,
+    Load,
+    Order,
+    ProviderDescribed,
+    ResourceTotalChanged,
+    UsageObserved,
+    make_fact,
+)
 from persistence.controller import open_controller
 
 
@@ -257,3 +267,15 @@ def test_plan_refuses_a_bad_demand_file_naming_the_place(url, tmp_path, describe
 def test_plan_reads_the_controller_not_a_daemons_api(tmp_path):
     r = cli("--url", "http://127.0.0.1:9", "plan", "--demand", str(tmp_path / "demand.json"))
     assert r.returncode == 1 and "give --config or --controller, not --url" in r.stderr
+
+
+def test_resources_show_what_the_scheduler_holds_and_the_drift(url):
+    c = open_controller(url)
+    try:
+        c.append([make_fact(ResourceTotalChanged(resource="vcs", base=2, borrowed=3, total=5), provider="lic"),
+                  make_fact(UsageObserved(resource="vcs", in_use=5), provider="lic")])
+        c.put_supply(SupplySnapshot(resources={"vcs": 3}))
+    finally:
+        c.close()
+    (row,) = json.loads(cli("--controller", url, "resources", "-o", "json").stdout)
+    assert (row["in_use"], row["scheduler_in_use"], row["drift"]) == (5, 3, 2)
