@@ -18,6 +18,7 @@ from collections import Counter
 import pytest
 
 from messages.demand import HostItem, UnitItem
+from messages.facts import ResourceTotalChanged
 from policy.cooldown import cooldowns
 from policy.matching import Selector
 from sim.config import SimConfig
@@ -143,9 +144,12 @@ def test_the_simulator_and_the_live_daemon_make_the_same_decisions(tmp_path, sta
                                  for n in ("a", "b", "units")), "the providers described and owned")
     harness = LiveScheduler(run, tmp_path / "units")
     starts = []
+    live_totals = []
     for hosts, units in STEPS:
         starts.append(time.time())
         harness.settle(hosts, units)
+        vcs = run.state().resources["vcs"]
+        live_totals.append((vcs.base, vcs.borrowed, vcs.total))
     p = run.state()
     live = _summary(p.orders.values(), [(d.at, d.decision) for d in p.decisions], starts, p.instances.values())
 
@@ -162,9 +166,19 @@ def test_the_simulator_and_the_live_daemon_make_the_same_decisions(tmp_path, sta
     steps = [{"time": 0, "items": [{**ITEM, "count": STEPS[0][0]}, {**LIC, "count": STEPS[0][1]}]}]
     steps += [{"time": k * GAP, "items": [{"id": "batch", "count": h}, {"id": "lic", "count": u}]}
               for k, (h, u) in enumerate(STEPS[1:], start=1)]
-    engine = Engine(sim_cfg, trace(*steps, {"time": len(STEPS) * GAP}))
+    totals: list[tuple[float, tuple[int, int, int]]] = []
+
+    def seen(fact) -> None:
+        if isinstance(fact.payload, ResourceTotalChanged):
+            totals.append((fact.time, (fact.payload.base, fact.payload.borrowed, fact.payload.total)))
+
+    engine = Engine(sim_cfg, trace(*steps, {"time": len(STEPS) * GAP}), on_fact=seen)
     engine.run()
     sim_starts = [engine.start + k * GAP for k in range(len(STEPS))]
+    # Each step's settled total: the last one written before the next step began.
+    ends = [*sim_starts[1:], engine.end + 1]
+    sim_totals = [next(t for at, t in reversed(totals) if at < end) for end in ends]
+    assert live_totals == sim_totals, "the same totals, from the same owner code, step by step"
     simulated = _summary(engine.p.orders.values(), engine.decisions(), sim_starts, engine.p.instances.values())
 
     assert live == simulated
