@@ -56,6 +56,9 @@ class SimCalls:
         self.in_use = in_use
         #: Bumped by every stop: answers of calls made before it are lost.
         self.epoch = 0
+        #: (machine id, result) -> the machine as a status or list answer shows it: a machine is listed at
+        #: every poll of its request, and changes result at most twice.
+        self._shown: dict[tuple[str, str], Machine] = {}
 
     def submit(self, call: Call) -> None:
         now = self.now()
@@ -136,12 +139,13 @@ class SimCalls:
                 continue
             states.append(RequestState.model_construct(
                 request_id=pid, status=st.status, message=st.message,
-                machines=[_machine(m) for m in st.machines],
+                machines=[self._machine(m) for m in st.machines],
                 granted=st.granted if self.cloud.desc.kind == "units" else None))
         return StatusReport.model_construct(requests=states)
 
     def _holdings(self, now: float) -> Holdings:
-        machines = [_machine(self.cloud.listed(m, m.result(now))) for m in self.cloud.live.values() if m.held(now)]
+        machines = [self._machine(self.cloud.listed(m, m.result(now))) for m in self.cloud.live.values()
+                    if m.held(now)]
         grants = [HeldGrant.model_construct(token=token, request_id="", resource=resource, count=n)
                   for token, (resource, n) in self.cloud.lent.items() if n > 0]
         return Holdings.model_construct(machines=machines, grants=grants)
@@ -152,8 +156,10 @@ class SimCalls:
             provider=self.cloud.desc.name, action=call.action, outcome=outcome, exit_code=exit_code, reason=reason,
             duration_s=0.0, token=call.token, output=output, stderr_tail="")
 
-
-def _machine(m: MachineStatus) -> Machine:
-    return Machine.model_construct(machine_id=m.machine_id, name=m.name, result=m.result, status="",
-                                   private_ip=None, public_ip=None, launched_at=m.launched_at, message="",
-                                   template=m.template)
+    def _machine(self, m: MachineStatus) -> Machine:
+        shown = self._shown.get((m.machine_id, m.result))
+        if shown is None:
+            shown = self._shown[(m.machine_id, m.result)] = Machine.model_construct(
+                machine_id=m.machine_id, name=m.name, result=m.result, status="", private_ip=None, public_ip=None,
+                launched_at=m.launched_at, message="", template=m.template)
+        return shown
