@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, summary
+from persistence.private import private_dir
 from provisioner.views import BadCursor
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class AuditLog:
         return len(bodies)
 
     def append(self, bodies: list[dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         with open(self._lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             prev = self._last_hash()

@@ -30,6 +30,7 @@ from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.controller import open_controller
 from persistence.port import Controller
+from persistence.private import private_dir
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
 from provisioner import logging_setup
@@ -173,7 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     fix_mmap_threshold()
     cfg, home, is_demo = resolve_config(args.config)
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     with stop_signals() as done:
         controller = connect(cfg, done)
         if controller is None:
@@ -225,6 +226,8 @@ def _yaml(data: bytes, where: str) -> Any:
         return yaml.safe_load(data)
     except yaml.YAMLError as exc:
         raise CliError(f"{where}: not valid JSON or YAML: {exc}") from None
+    except RecursionError:  # the YAML reader recurses once per level: a demand is a few levels deep
+        raise CliError(f"{where}: nested too deeply to be a demand snapshot") from None
 
 
 def cmd_demand_show(args: argparse.Namespace) -> int:
