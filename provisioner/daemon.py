@@ -150,7 +150,8 @@ class Daemon:
         tokens = load_tokens(api.tokens) if api.tokens else None
         billing = plan_settings(self.cfg.policy, self.cfg.budget, self.cfg.providers).billing_units
         ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing)
-        app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
+        app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting",
+                         max_body=api.max_body)
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
 
     def _script_calls(self, provider: ProviderConfig, work_dir: Path, on_done: OnDone,
