@@ -466,6 +466,15 @@ class SnapshotStore:
         except (OSError, ValueError, KeyError, TypeError):
             return 0
 
+    def head(self) -> tuple[int, str] | None:
+        """``(seq, fact_id)`` of the snapshot on disk, from its header alone; None when there is none that reads."""
+        try:
+            with open(self.path, "rb") as f:
+                header = orjson.loads(f.readline())
+            return int(header["seq"]), str(header["fact_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def load(self, controller: Controller) -> Snapshot | None:
         """The snapshot, when it belongs to this log and this code; None (and a warning why) otherwise.
 

@@ -170,6 +170,7 @@ def _source(args: argparse.Namespace) -> Source:
 def cmd_run(args: argparse.Namespace) -> int:
     from provisioner.daemon import Daemon, connect, stop_signals
     from provisioner.memory import fix_mmap_threshold
+    from provisioner.resetguard import EXIT, ControllerReset
     from sim.workload import DemoWorkload
 
     fix_mmap_threshold()
@@ -179,14 +180,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         controller = connect(cfg, done)
         if controller is None:
             return 0
-        daemon = Daemon(cfg, home, controller=controller, serve_api=True)
+        daemon = Daemon(cfg, home, controller=controller, serve_api=True, accept_reset=args.accept_reset_controller)
         workload = None
         if is_demo:
             log.info("no config given: running the built-in demo with state in %s", home)
             workload = DemoWorkload(controller, set_license_use=lambda n: sim_admin(
                 home, "sim-licenses", "set-in-use", "vcs", str(n)))
             workload.start()
-        return daemon.run_until(done, extra_stop=workload.stop if workload else None)
+        try:
+            return daemon.run_until(done, extra_stop=workload.stop if workload else None)
+        except ControllerReset as exc:
+            print(f"provisioner: {exc}", file=sys.stderr)
+            return EXIT
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -468,7 +473,10 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--reason", default="", help="recorded in the fact and the audit log")
         return p
 
-    sub.add_parser("run", help="run the daemon").set_defaults(fn=cmd_run)
+    p = sub.add_parser("run", help="run the daemon")
+    p.add_argument("--accept-reset-controller", action="store_true",
+                   help="start even though the controller lacks facts this daemon saw committed (docs/recovery.md)")
+    p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check-config", help="check a config file")
     p.add_argument("file")
     p.set_defaults(fn=cmd_check_config)

@@ -10,6 +10,10 @@ before anything else starts so a taken port fails at once.
 The journal's commit hook feeds the audit log and the commit-time metric;
 script results pass the metrics on their way back to the provider actors.
 
+Before anything starts, the controller is checked against what this daemon
+saw committed on it (``provisioner.resetguard``): one that lost those facts
+is refused, unless the operator accepts it as reset.
+
 The latest snapshot is loaded once, before anything starts, and shared: the
 journal hands it to the actors that subscribe, the read model starts from
 it. The snapshotter writes new ones from the read model while the daemon
@@ -52,6 +56,7 @@ from provisioner.auth import load_tokens
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
 from provisioner.readmodel import ReadModel
+from provisioner.resetguard import ControllerReset, Mark, accept, check, refusal
 from provisioner.snapshotter import Snapshotter
 
 log = logging.getLogger(__name__)
@@ -68,7 +73,9 @@ class Daemon:
         tick: float | None = None,
         on_commit: Callable[[list[Fact], float], None] | None = None,
         serve_api: bool = False,
+        accept_reset: bool = False,
     ) -> None:
+        """``accept_reset``: start on a controller that lost facts this daemon saw committed (see resetguard)."""
         self.cfg = cfg
         self.home = home
         self.controller = controller or open_controller(cfg.controller.url, clock=clock)
@@ -80,6 +87,9 @@ class Daemon:
         self.on_commit = on_commit
         self.serve_api = serve_api
         self.snapshots = SnapshotStore.for_controller(home, cfg.controller.url)
+        #: The last fact this daemon saw committed here: a controller that lost it is refused at start.
+        self.mark = Mark(home, cfg.controller.url)
+        self.accept_reset = accept_reset
         #: The one projection of every fact: the journal feeds it, the planner, budget and REST read it.
         self.shared = SharedProjection()
         self.read_model = ReadModel(self.controller, self.snapshots, self.shared)
@@ -97,17 +107,26 @@ class Daemon:
         self._stopped = threading.Event()
 
     def start(self, stopping: threading.Event | None = None) -> Daemon:
-        """Start every part; with ``stopping``, wait for an unreachable controller until it is set."""
+        """Start every part; with ``stopping``, wait for an unreachable controller until it is set.
+
+        Raises ``ControllerReset``, having started nothing, when the controller lost facts this
+        daemon saw committed and ``accept_reset`` was not given.
+        """
         server = self._api_server() if self.serve_api else None
-        if stopping is None:
-            cursor, snapshot = self._where_to_begin()
-        else:
-            begun = patiently(f"daemon {self.cfg.instance.id} starting", self._where_to_begin, stopping)
-            if begun is None:
-                if server is not None:
-                    server.stop()
-                return self
-            cursor, snapshot = begun
+        try:
+            if stopping is None:
+                begun = self._where_to_begin()
+            else:
+                begun = patiently(f"daemon {self.cfg.instance.id} starting", self._where_to_begin, stopping)
+        except BaseException:
+            if server is not None:
+                server.stop()
+            raise
+        if begun is None:
+            if server is not None:
+                server.stop()
+            return self
+        cursor, snapshot = begun
         c = self.controller
         shared = self.shared
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
@@ -136,6 +155,11 @@ class Daemon:
     def _where_to_begin(self) -> tuple[Cursor, Any]:
         """The controller's heads now, and the latest snapshot: replay starts from the one, tails from the other."""
         c = self.controller
+        problem = check(c, self.mark, self.snapshots, self.cfg.controller.url)
+        if problem is not None:
+            if not self.accept_reset:
+                raise ControllerReset(refusal(problem))
+            accept(c, self.mark, self.snapshots, problem)
         demand = c.get_demand()
         events = c.read_host_events(after=0, limit=1_000_000_000)
         cursor = Cursor(
@@ -162,13 +186,16 @@ class Daemon:
 
     def _committed(self, facts: list[Fact], seconds: float) -> None:
         """The journal's commit hook: metrics, the audit log, then the caller's hook; one failing spares the rest."""
-        for hook in (self.metrics.committed, self._audit, self.on_commit):
+        for hook in (self.metrics.committed, self._marked, self._audit, self.on_commit):
             if hook is None:
                 continue
             try:
                 hook(facts, seconds)
             except Exception:
                 log.exception("daemon: commit hook %s failed", getattr(hook, "__name__", hook))
+
+    def _marked(self, facts: list[Fact], _seconds: float) -> None:
+        self.mark.committed(facts)
 
     def _audit(self, facts: list[Fact], _seconds: float) -> None:
         self.audit.record(facts)

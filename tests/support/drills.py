@@ -98,9 +98,9 @@ class Cluster:
         path.write_text(yaml.safe_dump(cfg))
         return path
 
-    def start(self, instance: str, failpoints: str = "", log: str | None = None) -> "Daemon":
-        """``log``: the name of its log file, for a second process of the same instance."""
-        d = Daemon(self, instance, failpoints, log)
+    def start(self, instance: str, failpoints: str = "", log: str | None = None, args: tuple[str, ...] = ()) -> "Daemon":
+        """``log``: the name of its log file, for a second process of the same instance; ``args``: of ``run``."""
+        d = Daemon(self, instance, failpoints, log, args)
         self.procs.append(d)
         return d
 
@@ -210,13 +210,14 @@ class Cluster:
 class Daemon:
     """One ``provisioner run`` process."""
 
-    def __init__(self, cluster: Cluster, instance: str, failpoints: str = "", log: str | None = None) -> None:
+    def __init__(self, cluster: Cluster, instance: str, failpoints: str = "", log: str | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.instance = instance
         self.cluster = cluster
         self.log = cluster.tmp / f"{log or instance}.log"
         env = {**os.environ, "PROVISIONER_FAILPOINTS": failpoints}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "provisioner.cli", "--config", str(cluster.config(instance)), "run"],
+            [sys.executable, "-m", "provisioner.cli", "--config", str(cluster.config(instance)), "run", *args],
             stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
 
