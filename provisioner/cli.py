@@ -108,7 +108,7 @@ class Direct:
         result = self.controller.append(facts)
         if result.refused:
             raise CommitFailed("; ".join(r.reason for r in result.refused))
-        self.audit_log.record(result.accepted)
+        self.audit_log.catch_up(self.controller)
         return result.accepted
 
     def rows(self, view: str, **where: Any) -> list[dict[str, Any]]:
@@ -293,9 +293,14 @@ def _audit_reader(args: argparse.Namespace) -> tuple[Any, Any]:
     remote = _remote(args)
     if remote is not None:
         return remote.audit, remote.audit_verify
-    _, home, _ = _direct(args)
+    url, home, _ = _direct(args)
     log_ = AuditLog(home / "audit.log")
-    return (lambda after, limit: log_.read(after=after, limit=limit)), (lambda: log_.verify().to_dict())
+
+    def verify() -> dict[str, Any]:
+        with _closing(open_controller(url)) as controller:
+            return log_.verify(controller).to_dict()
+
+    return (lambda after, limit: log_.read(after=after, limit=limit)), verify
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ from actors.pumps import Tailer, Ticker
 from actors.script_calls import ScriptCalls
 from config.models import Config, ProviderConfig
 from messages.commands import Append, Appended
+from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from owner.calls import OnDone
 from persistence.controller import open_controller, patiently
@@ -51,7 +52,8 @@ from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
 from provisioner.api import create_app
 from provisioner.apiserver import ApiServer
-from provisioner.audit import AuditLog
+from provisioner.audit import AuditLog, audited
+from provisioner.auditor import Auditor
 from provisioner.auth import load_tokens
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
@@ -60,6 +62,9 @@ from provisioner.resetguard import ControllerReset, Mark, accept, check, refusal
 from provisioner.snapshotter import Snapshotter
 
 log = logging.getLogger(__name__)
+
+#: Facts the commit hook looks at for the audit log at most (a long history is the auditor thread's).
+AUDIT_SLICE = 2_000
 
 
 class Daemon:
@@ -96,6 +101,7 @@ class Daemon:
         self.snapshotter = Snapshotter(self.read_model, self.controller)
         self.metrics = Metrics(self.read_model, self.controller, cfg, clock)
         self.audit = AuditLog(home / "audit.log")
+        self.auditor = Auditor(self.audit, self.controller)
         self.api: ApiServer | None = None
         self.started = False
         period = tick or max(0.05, min(cfg.policy.poll_every, cfg.policy.plan_every, cfg.lease.renew_every) / 4)
@@ -147,6 +153,7 @@ class Daemon:
             self.read_model.start_from(snapshot)
             self.api = server.start()
         self.snapshotter.start()
+        self.auditor.start()
         self.started = True
         log.info("daemon %s started: serves %s%s", self.cfg.instance.id, ", ".join(self.cfg.instance.serves) or "nothing",
                  " and may plan" if self.cfg.instance.planner else "")
@@ -198,7 +205,12 @@ class Daemon:
         self.mark.committed(facts)
 
     def _audit(self, facts: list[Fact], _seconds: float) -> None:
-        self.audit.record(facts)
+        """Audit lines for the commit's audited facts now (and whatever other writers' came before them)."""
+        if any(audited(f) for f in facts):
+            try:
+                self.audit.catch_up(self.controller, limit=AUDIT_SLICE)
+            except ControllerUnavailable as exc:
+                log.warning("audit: cannot read the controller; the auditor catches up later: %s", exc)
 
     def _commit(self, facts: list[Fact]) -> list[Fact]:
         reply = self.write(facts)
@@ -242,6 +254,7 @@ class Daemon:
         self.scripts.close()
         if self.started:
             self.snapshotter.stop()
+            self.auditor.stop()
         self.controller.close()
         log.info("daemon %s stopped", self.cfg.instance.id)
 
