@@ -36,7 +36,7 @@ class Auditor:
         self._thread.start()
 
     def _run(self) -> None:
-        delay = 0.0
+        delay = self.every  # the commits' hook takes what this daemon writes; others' can wait a moment
         while not self._stop.wait(delay):
             delay = self.every
             try:

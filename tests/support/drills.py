@@ -98,7 +98,8 @@ class Cluster:
         path.write_text(yaml.safe_dump(cfg))
         return path
 
-    def start(self, instance: str, failpoints: str = "", log: str | None = None, args: tuple[str, ...] = ()) -> "Daemon":
+    def start(self, instance: str, failpoints: str = "", log: str | None = None,
+              args: tuple[str, ...] = ()) -> "Daemon":
         """``log``: the name of its log file, for a second process of the same instance; ``args``: of ``run``."""
         d = Daemon(self, instance, failpoints, log, args)
         self.procs.append(d)
