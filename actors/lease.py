@@ -5,11 +5,26 @@ the planner lease is held. Losing a lease (refused renewal, a refused write,
 or no successful renewal for longer than the TTL allows) stops that actor at
 once: its ``revoked`` event is set first, so it starts no script and writes
 nothing more even while its stop message is still queued.
+
+Role leases are held under the instance id (``instance.id``), so two
+processes started with the same id would share them. A lease must belong to
+one process, so each daemon first takes its **instance lease**,
+``instance:<id>``, whose holder is the id, where the process runs and a
+random token made when it starts (its incarnation). Only the process holding
+it asks for role leases; any other process with the same id says so once,
+as a warning, and waits as a standby, taking over when the first stops
+renewing (after the TTL). The instance lease is renewed in the same call as
+the roles, and no role's mandate outlives it. Taking it over, a process ends
+the role leases still granted to the id (they were its predecessor's), so it
+acts under fences of its own: a late write of the old process is refused.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,11 +46,17 @@ from persistence.shared import SharedProjection
 log = logging.getLogger(__name__)
 
 PLANNER = "planner"
+INSTANCE = "instance:"
 ACQUIRE_BATCH = 100
 #: Seconds between the first scans of the providers this daemon serves (20 a second). Taking up
 #: a thousand providers at once, asking each at the same moment what it holds would send a
 #: thousand list calls to the providers' APIs together, and hold every answer in memory at once.
 SCAN_PACE = 0.05
+
+
+def incarnation(instance_id: str) -> str:
+    """The holder of one process's instance lease: its id, host and pid, and a token of its own."""
+    return f"{instance_id}@{socket.gethostname()}:{os.getpid()}/{secrets.token_hex(4)}"
 
 
 class Revocation:
@@ -103,6 +124,14 @@ class LeaseActor(Actor):
         self.clock = clock
         self.monotonic = monotonic
         self.holder = cfg.instance.id
+        #: The instance lease: held by this process alone (its incarnation), before any role is asked for.
+        self.instance_name = INSTANCE + cfg.instance.id
+        self.incarnation = incarnation(cfg.instance.id)
+        self.instance: Lease | None = None
+        #: Until when (monotonic) the instance lease is surely still ours; no role's mandate outlives it.
+        self.instance_until = float("-inf")
+        #: Whether this process has said it waits behind another one with the same id.
+        self.standby_said = False
         #: Leases asked for in one call: a thousand providers take ten calls, not a thousand.
         self.acquire_batch = ACQUIRE_BATCH
         self.held: dict[str, _Held] = {}
@@ -116,6 +145,13 @@ class LeaseActor(Actor):
     def on_stop(self) -> None:
         for name in reversed(list(self.held)):
             self._drop(name, "daemon stopping", release=True)
+        if self.instance is not None:
+            # Given up last: a standby with the same id takes over at its next round, not after the TTL.
+            try:
+                self.controller.leases.release(self.instance)
+            except ControllerUnavailable as exc:
+                log.warning("lease %s: release failed, it will expire: %s", self.instance_name, exc)
+            self.instance = None
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:
@@ -140,7 +176,11 @@ class LeaseActor(Actor):
     def _round(self, dropped: frozenset[str] | set[str] = frozenset()) -> None:
         self.last_round = self.monotonic()
         ttl = self.cfg.lease.ttl
+        if self.instance is None and not self._take_instance(ttl):
+            return
         dropped = set(dropped) | self._renew(ttl)
+        if self.instance is None:
+            return
         # A lease lost this round is asked for again next round, after its actor stopped.
         wanted = [name for name in self.roles if name not in self.held and name not in dropped]
         for at in range(0, len(wanted), self.acquire_batch):
@@ -149,6 +189,8 @@ class LeaseActor(Actor):
                 # not run out before it ends.
                 self.last_round = self.monotonic()
                 dropped |= self._renew(ttl)
+                if self.instance is None:
+                    return
             batch = [name for name in wanted[at:at + self.acquire_batch] if name not in dropped]
             started = self.monotonic()
             try:
@@ -160,23 +202,74 @@ class LeaseActor(Actor):
                 if lease is not None:
                     self._start(name, lease, started)
 
+    def _take_instance(self, ttl: float) -> bool:
+        """Take this process's instance lease, or wait behind the process holding it; whether taken."""
+        started = self.monotonic()
+        try:
+            lease = self.controller.leases.acquire(self.instance_name, self.incarnation, ttl)
+        except ControllerUnavailable as exc:
+            log.warning("leases: controller unreachable, instance lease %s not acquired: %s", self.instance_name, exc)
+            return False
+        if lease is None:
+            if not self.standby_said:
+                self.standby_said = True
+                try:
+                    other = self.controller.leases.get(self.instance_name)
+                except ControllerUnavailable:
+                    other = None
+                log.warning("instance %s: another process holds lease %s (%s): this one takes no role and waits "
+                            "as a standby; it takes over if that process stops renewing (lease.ttl). If both were "
+                            "meant to run, give each its own instance.id", self.holder, self.instance_name,
+                            other.holder if other else "it has just let go")
+            return False
+        # Role leases still granted to this id were an earlier process's (or ours before the instance lease
+        # was lost): end them, so that every grant of this process comes under a fence of its own.
+        try:
+            for stale in self.controller.leases.all():
+                if stale.holder == self.holder and stale.name in self.roles and stale.name not in self.held:
+                    self.controller.leases.release(stale)
+        except ControllerUnavailable as exc:
+            log.warning("leases: controller unreachable, the leases of an earlier process of instance %s "
+                        "not ended; trying again: %s", self.holder, exc)
+            return False
+        self.instance, self.instance_until = lease, self._valid_until(started)
+        if self.standby_said:
+            log.warning("instance %s: this process (%s) took over lease %s: the process that held it stopped "
+                        "renewing it", self.holder, self.incarnation, self.instance_name)
+            self.standby_said = False
+        else:
+            log.info("lease %s acquired by this process (%s)", self.instance_name, self.incarnation)
+        return True
+
+    def _lose_instance(self, reason: str) -> set[str]:
+        """The instance lease is gone: every role goes with it; the next rounds try to take it again."""
+        log.warning("lease %s lost (%s): every role of this process is given up", self.instance_name, reason)
+        dropped = set(self.held)
+        for name in reversed(list(self.held)):
+            self._drop(name, f"the instance lease {self.instance_name} was lost")
+        self.instance, self.instance_until = None, float("-inf")
+        return dropped
+
     def _renew(self, ttl: float) -> set[str]:
-        """Renew every lease held, in one call: a thousand providers are one round trip.
+        """Renew the instance lease and every role lease held, in one call: a thousand providers are one round trip.
 
         Returns the names given up.
         """
         # A slow controller may have made this round outlast a lease: stop before asking again.
         dropped = self._drop_void()
-        names = [name for name in self.roles if name in self.held]
-        if not names:
+        if self.instance is None:
             return dropped
+        names = [name for name in self.roles if name in self.held]
         started = self.monotonic()
         try:
-            renewed = self.controller.leases.renew_all([self.held[n].lease for n in names], ttl)
+            renewed = self.controller.leases.renew_all([self.instance] + [self.held[n].lease for n in names], ttl)
         except ControllerUnavailable as exc:
-            log.warning("leases: controller unreachable, %d not renewed: %s", len(names), exc)
+            log.warning("leases: controller unreachable, %d not renewed: %s", len(names) + 1, exc)
             return dropped
-        for name, lease in zip(names, renewed):
+        if renewed[0] is None:
+            return dropped | self._lose_instance("renewal refused: it expired or passed to another process")
+        self.instance, self.instance_until = renewed[0], self._valid_until(started)
+        for name, lease in zip(names, renewed[1:]):
             h = self.held.get(name)
             if h is None:
                 continue
@@ -194,7 +287,7 @@ class LeaseActor(Actor):
 
     def _start(self, name: str, lease: Lease, renewed_at: float) -> None:
         log.info("lease %s acquired with fence %d", name, lease.fence)
-        revoked = Revocation(self._valid_until(renewed_at), self.monotonic)
+        revoked = Revocation(min(self._valid_until(renewed_at), self.instance_until), self.monotonic)
         self.journal.tell(Append(facts=[make_fact(
             LeaseChanged(kind="lease_acquired", name=name, holder=self.holder, fence=lease.fence),
             provider=name.split(":", 1)[1] if name.startswith("provider:") else "",

@@ -82,7 +82,7 @@ def _kill_and_time(cluster: Cluster, owner: Daemon, standby: Daemon) -> float:
 
 
 def _holds_all(cluster: Cluster, instance: str) -> bool:
-    leases = cluster.c.leases.all()
+    leases = [lease for lease in cluster.c.leases.all() if not lease.name.startswith("instance:")]
     return len(leases) == len(cluster.sims) + 1 and all(lease.holder == instance for lease in leases)
 
 

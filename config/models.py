@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from config.values import Duration, Name
+from config.values import Duration, Name, Size
 from messages.base import Model
 from messages.description import SupplyKind
 
@@ -33,6 +33,8 @@ class ApiConfig(Model):
     listen: str = "127.0.0.1:8787"
     tokens: Path | None = None
     tls: dict[str, Path] | None = None
+    #: Largest request body read, counted as it arrives and before the token is checked (413 beyond).
+    max_body: Size = Field(default=32 * 1024 * 1024, ge=1024)
 
 
 class LeaseConfig(Model):

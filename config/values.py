@@ -1,4 +1,4 @@
-"""The value types a config is written in: durations and names.
+"""The value types a config is written in: durations, sizes and names.
 
 Shared by every file the project reads (the daemon's config, the simulator's,
 demand traces), so ``10m`` means the same everywhere.
@@ -31,4 +31,26 @@ def parse_duration(value: object) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|kB|KB|MB|GB)?\s*$")
+_BYTES = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "kB": 1000, "KB": 1000, "MB": 1000 ** 2,
+          "GB": 1000 ** 3, None: 1}
+
+
+def parse_size(value: object) -> int:
+    """``32MiB``, ``512KiB``, ``1GB`` or a bare number of bytes."""
+    if isinstance(value, bool):
+        raise ValueError("a size like 32MiB or 512KiB, not a boolean")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("a size cannot be negative")
+        return value
+    if isinstance(value, str):
+        m = _SIZE.match(value)
+        if m:
+            return int(m.group(1)) * _BYTES[m.group(2)]
+    raise ValueError(f"not a size: {value!r} (use e.g. 32MiB, 512KiB or a number of bytes)")
+
+
+Size = Annotated[int, BeforeValidator(parse_size)]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]

@@ -4,7 +4,7 @@
 ``file://`` URLs, so ``sqlite:///var/lib/provisioner/state.db`` is the
 absolute path ``/var/lib/provisioner/state.db`` (``sqlite:////var/...`` means
 the same), and ``sqlite://state.db`` is relative to the working directory.
-Missing parent folders are created.
+Missing parent folders are created, 0700 (``persistence.private``).
 
 ``etcd://HOST:PORT[,HOST:PORT...][/NAMESPACE][?ca=&cert=&key=&timeout=]``: an
 etcd cluster (``persistence.etcd``); see docs/deployment.md.
@@ -21,6 +21,7 @@ from typing import Callable, TypeVar
 
 from messages.errors import ControllerUnavailable
 from persistence.port import Controller
+from persistence.private import private_dir
 from persistence.sqlite import SqliteController
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def open_controller(url: str, clock: Callable[[], float] = time.time) -> Control
 
 
 def sqlite_path(url: str) -> str:
-    """The file path of a ``sqlite://`` URL, with its parent folders created."""
+    """The file path of a ``sqlite://`` URL, with its missing parent folders created 0700."""
     path = url[len("sqlite://") :]
     if path.startswith("//"):
         path = "/" + path.lstrip("/")
@@ -60,7 +61,7 @@ def sqlite_path(url: str) -> str:
     parent = os.path.dirname(path)
     if parent:
         try:
-            os.makedirs(parent, exist_ok=True)
+            private_dir(parent)
         except OSError as exc:
             raise ControllerUnavailable(
                 f"controller database {path}: cannot create folder {parent}: {exc.strerror}"

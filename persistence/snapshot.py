@@ -52,6 +52,7 @@ from messages.records import (
 )
 from messages.states import History
 from persistence.port import Controller
+from persistence.private import private_dir
 from persistence.projection import Part, Projection, bulk
 
 log = logging.getLogger(__name__)
@@ -454,10 +455,10 @@ class SnapshotStore:
             "format": FORMAT, "version": VERSION, "schema": SCHEMA, "seq": seq, "fact_id": fact_id,
             "length": len(body), "sha256": hashlib.sha256(body).hexdigest(),
         })
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
         try:
-            with open(tmp, "wb") as f:
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
                 f.write(header + b"\n")
                 f.write(body)
                 f.flush()
@@ -492,6 +493,15 @@ class SnapshotStore:
                 return int(orjson.loads(f.readline())["seq"])
         except (OSError, ValueError, KeyError, TypeError):
             return 0
+
+    def head(self) -> tuple[int, str] | None:
+        """``(seq, fact_id)`` of the snapshot on disk, from its header alone; None when there is none that reads."""
+        try:
+            with open(self.path, "rb") as f:
+                header = orjson.loads(f.readline())
+            return int(header["seq"]), str(header["fact_id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def load(self, controller: Controller) -> Snapshot | None:
         """The snapshot, when it belongs to this log and this code; None (and a warning why) otherwise.

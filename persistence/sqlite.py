@@ -32,6 +32,7 @@ from messages.facts import Fact, ResourceTotalChanged
 from persistence.decoding import Decoder, stored_fact
 from persistence.failpoints import failpoint
 from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
+from persistence.private import private_file
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,11 @@ class SqliteController:
     def __init__(self, path: str, clock: Clock = time.time, busy_timeout: float = 5.0) -> None:
         self.path = path
         self._clock = clock
+        try:
+            # Created here 0600, so its -wal and -shm files are too (SQLite gives them its mode).
+            private_file(path)
+        except OSError:
+            pass  # SQLite says what is wrong with the path, as ControllerUnavailable
         self._db = SqliteDatabase(path, busy_timeout=busy_timeout)
         self._decode = Decoder(path)
         try:

@@ -34,6 +34,7 @@ from config.models import ProviderConfig
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
 from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
+from providers.output import cleaned
 from providers.pool import ScriptPool
 
 log = logging.getLogger(__name__)
@@ -459,7 +460,7 @@ class ScriptRunner:
         if code == 0:
             try:
                 data = decode_stdout(run.stdout)
-                output = parse_output(cfg.script.style, cfg.kind, job.action, data, provider=cfg.name)
+                output = cleaned(parse_output(cfg.script.style, cfg.kind, job.action, data, provider=cfg.name), scrub)
             except ContractError as exc:
                 what = f"bad output: {exc}" if exc.outcome == "bad_output" else str(exc)
                 return self._result(job, exc.outcome, _clip(scrub(what)), scrub, exit_code=0, **common)

@@ -43,6 +43,8 @@ from provisioner.apimodels import (
 )
 from provisioner.audit import AuditError
 from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
+from provisioner.bodylimit import DEFAULT as MAX_BODY
+from provisioner.bodylimit import BodyLimit
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
 from provisioner.version import version
@@ -108,12 +110,17 @@ def _known_query(request: Request) -> None:
 
 
 def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None = None,
-               ready: Callable[[], str | None] = lambda: None) -> FastAPI:
-    """The app; ``tokens`` None serves read-only views to anyone (only ever bound to loopback)."""
+               ready: Callable[[], str | None] = lambda: None, max_body: int = MAX_BODY) -> FastAPI:
+    """The app; ``tokens`` None serves read-only views to anyone (only ever bound to loopback).
+
+    ``max_body``: request bodies are cut off past this many bytes (413), as they arrive and
+    before the token is checked (``provisioner.bodylimit``).
+    """
     app = FastAPI(title="provisioner", version="1",
                   description="Providers, requests, instances, resources, costs, decisions, orphans and demand "
                               "of a provisioner cluster; the scheduler's inputs; operators' actions.",
                   docs_url=None, redoc_url=None, dependencies=[Depends(_known_query)])
+    app.add_middleware(BodyLimit, limit=max_body)
     bearer = HTTPBearer(auto_error=False, description="A token from the daemon's tokens file (api.tokens)")
 
     def access(allowed: frozenset[str], what: str) -> Callable[..., Caller]:

@@ -7,11 +7,27 @@ hash-protected ``rc.audit``. The chain runs on across size-based rotation
 (``audit.log`` -> ``audit.log.1`` ...): a new file's first line carries the
 hash of the rotated file's last.
 
-Whoever commits a fact audits it (the daemon from its journal's commit hook,
-the CLI for the facts it appends itself), so several processes may append:
-they take an exclusive lock on ``<log>.lock`` and read the last hash from the
-file, never from memory alone. Lines are flushed, not fsynced: the facts in
-the controller are the durable record, this is their tamper-evident trail.
+A chain alone cannot tell a cut end: lines removed from the tail, or from the
+head along with a rotated file, leave what remains intact. So the log is
+anchored outside itself, in the facts the controller already holds: **each
+log holds a line for every audited fact of the controller, in seq order**
+(whoever wrote the fact: this daemon, another one, the CLI), and ``verify``
+reads the controller to check it. A line must name a fact the controller
+holds, and every audited fact up to the log's head must have its line: an
+empty, missing or cut-short log, a cut first line or a missing rotated file
+all leave facts without lines. Beside the log, ``audit.log.head`` records
+how far it was written (``through``: the last seq looked at) and what
+rotation deleted (the last seq and hash of the lines given up with the
+oldest file), so facts written since (not yet looked at) and lines rotated
+away on purpose are told from cut ones.
+
+Writers catch up from the head: the daemon after each of its commits that
+holds an audited fact (so an operator's action is in the log when its
+request returns) and every few seconds for other writers' facts, the CLI
+after each fact it appends. They take an exclusive lock on ``<log>.lock``
+and read the last hash and the head from disk, never from memory alone.
+Lines are flushed, not fsynced: the facts in the controller are the durable
+record, this is their tamper-evident trail.
 """
 
 from __future__ import annotations
@@ -21,6 +37,7 @@ import hashlib
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -28,11 +45,15 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, summary
+from persistence.port import Controller
+from persistence.private import private_dir
 from provisioner.views import BadCursor
 
 log = logging.getLogger(__name__)
 
 GENESIS = "0" * 64
+#: Facts read from the controller at a time, catching up or verifying.
+CHUNK = 1000
 _HASH_SUFFIX = len(',"hash":""}') + 64
 
 #: Kinds that are always audited; orphans are picked out by state below.
@@ -95,14 +116,28 @@ def parse(line: bytes) -> dict[str, Any]:
     return doc
 
 
+@dataclass
+class Head:
+    """What the log itself cannot say: how far it was written, and what rotation deleted."""
+
+    #: Every audited fact up to this seq has its line (or had one, in a file rotation deleted).
+    through: int = 0
+    #: The last seq, and hash, of the lines given up when rotation deleted the oldest file (0: none).
+    dropped_seq: int = 0
+    dropped_hash: str = GENESIS
+
+
 class AuditLog:
     def __init__(self, path: Path, max_bytes: int = 16 * 1024 * 1024, keep: int = 10) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.keep = keep
         self._lock_path = path.with_name(path.name + ".lock")
+        self.head_path = path.with_name(path.name + ".head")
         #: (inode, size) of the live file -> its last hash, so appends need not reread it.
         self._last: tuple[tuple[int, int], str] | None = None
+        #: Whether the last ``catch_up`` reached the end of the log (not stopped by its limit).
+        self.caught_up = True
 
     def files(self) -> list[Path]:
         """Every file of the log, oldest first."""
@@ -111,33 +146,79 @@ class AuditLog:
 
     # --- writing -------------------------------------------------------------------
 
+    def catch_up(self, controller: Controller, limit: int | None = None) -> int:
+        """Append a line for each audited fact the controller holds beyond the head; returns how many.
+
+        ``limit``: look at no more than about this many facts (the rest waits for the next call).
+        """
+        added = looked = 0
+        with self._locked():
+            try:
+                head = self.read_head()
+            except AuditError as exc:
+                log.error("audit: %s; going on from the last line, run 'provisioner audit verify'", exc)
+                head = None
+            after = head.through if head is not None else self._last_seq()
+            head = head or Head(through=after)
+            while limit is None or looked < limit:
+                facts = controller.read(after=after, limit=CHUNK)
+                if not facts:
+                    break
+                bodies = [entry(f) for f in facts if audited(f)]
+                if bodies:
+                    self._write(bodies, head)
+                    added += len(bodies)
+                after, looked = facts[-1].seq or after, looked + len(facts)
+                if len(facts) < CHUNK:
+                    break
+            if after > head.through or not self.head_path.exists():
+                head.through = max(head.through, after)
+                self._write_head(head)
+            self.caught_up = limit is None or looked < limit
+        return added
+
     def record(self, facts: list[Fact]) -> int:
-        """Append a line for each auditable fact; returns how many."""
+        """Append a line for each auditable fact of ``facts`` (which the caller knows are next); returns how many."""
         bodies = [entry(f) for f in facts if audited(f)]
         if bodies:
             self.append(bodies)
         return len(bodies)
 
     def append(self, bodies: list[dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            prev = self._last_hash()
-            lines: list[bytes] = []
-            for body in bodies:
-                line, prev = _line(body, prev)
-                lines.append(line)
-            data = b"".join(lines)
-            if self.path.exists() and 0 < self.path.stat().st_size and \
-                    self.path.stat().st_size + len(data) > self.max_bytes:
-                self._rotate()
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with self._locked():
             try:
-                os.write(fd, data)
-                st = os.fstat(fd)
-            finally:
-                os.close(fd)
-            self._last = ((st.st_ino, st.st_size), prev)
+                head = self.read_head() or Head(through=self._last_seq())
+            except AuditError:
+                head = Head(through=self._last_seq())
+            self._write(bodies, head)
+            head.through = max(head.through, *(int(b.get("seq") or 0) for b in bodies))
+            self._write_head(head)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        private_dir(self.path.parent)
+        with open(os.open(self._lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _write(self, bodies: list[dict[str, Any]], head: Head) -> None:
+        """Chain ``bodies`` on after the last line (under the lock), rotating first if the file would grow too big."""
+        prev = self._last_hash()
+        lines: list[bytes] = []
+        for body in bodies:
+            line, prev = _line(body, prev)
+            lines.append(line)
+        data = b"".join(lines)
+        if self.path.exists() and 0 < self.path.stat().st_size and \
+                self.path.stat().st_size + len(data) > self.max_bytes:
+            self._rotate(head)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, data)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        self._last = ((st.st_ino, st.st_size), prev)
 
     def _last_hash(self) -> str:
         for path in reversed(self.files()):
@@ -154,15 +235,52 @@ class AuditLog:
                     return hashlib.sha256(last).hexdigest()
         return GENESIS
 
-    def _rotate(self) -> None:
+    def _last_seq(self) -> int:
+        """The seq of the last line kept: where a log with no head (written before heads were kept) goes on."""
+        for path in reversed(self.files()):
+            last = _last_line(path)
+            if last is not None:
+                try:
+                    return int(parse(last).get("seq") or 0)
+                except (AuditError, TypeError, ValueError):
+                    return 0
+        return 0
+
+    def _rotate(self, head: Head) -> None:
         oldest = self.path.with_name(f"{self.path.name}.{self.keep}")
         if oldest.exists():
+            # Its lines go for good: the head remembers the last, so the next file's first line still links up.
+            last = _last_line(oldest)
+            if last is not None:
+                try:
+                    doc = parse(last)
+                    head.dropped_seq, head.dropped_hash = int(doc.get("seq") or 0), doc["hash"]
+                except (AuditError, TypeError, ValueError) as exc:
+                    log.error("audit: %s: last line: %s; deleting it all the same", oldest, exc)
             oldest.unlink()
         for n in range(self.keep - 1, 0, -1):
             src = self.path.with_name(f"{self.path.name}.{n}")
             if src.exists():
                 src.rename(self.path.with_name(f"{self.path.name}.{n + 1}"))
         self.path.rename(self.path.with_name(f"{self.path.name}.1"))
+
+    def read_head(self) -> Head | None:
+        """The head beside the log; None when there is none (a log written before heads were kept, or none yet)."""
+        try:
+            doc = orjson.loads(self.head_path.read_bytes())
+            return Head(through=int(doc["through"]), dropped_seq=int(doc.get("dropped_seq", 0)),
+                        dropped_hash=str(doc.get("dropped_hash", GENESIS)))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise AuditError(f"{self.head_path.name} does not read: {exc}") from None
+
+    def _write_head(self, head: Head) -> None:
+        tmp = self.head_path.with_name(f"{self.head_path.name}.{os.getpid()}.tmp")
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+            f.write(orjson.dumps({"through": head.through, "dropped_seq": head.dropped_seq,
+                                  "dropped_hash": head.dropped_hash}))
+        os.replace(tmp, self.head_path)
 
     # --- reading -------------------------------------------------------------------
 
@@ -197,8 +315,15 @@ class AuditLog:
             raise BadCursor(f"after: no audit line has hash {after!r}")
         return out
 
-    def verify(self) -> "Verified":
-        """Walk the chain from the oldest file kept: each line's own hash, and its link to the line before."""
+    def verify(self, controller: Controller | None = None) -> "Verified":
+        """Check the chain from the oldest file kept and, given the controller, that no line is missing.
+
+        Without a controller only the lines themselves are checked: each line's own hash, its
+        link to the line before, and that the first links to the start of the chain or to
+        what rotation deleted.
+        """
+        head = self.read_head()
+        kept: list[tuple[int, str, str]] = []  # (seq, fact id, where) of every line, in order
         count, prev, first = 0, None, None
         for path, n, line in self.lines():
             where = f"{path.name}:{n}"
@@ -208,12 +333,72 @@ class AuditLog:
                 return Verified(ok=False, lines=count, problem=f"{where}: {exc}")
             if prev is None:
                 first = doc["prev"]
+                start = head.dropped_hash if head is not None and head.dropped_seq else GENESIS
+                if first != start:
+                    why = ("the line before it went with a rotated file deleted by rotation, but that file's last "
+                           "line does not match") if start != GENESIS else \
+                        "it is not the start of the chain, and no rotated file before it is kept or was deleted"
+                    return Verified(ok=False, lines=count, problem=(
+                        f"{where}: prev does not match the line before: {why}: the first lines, or a rotated "
+                        "file, were cut"))
             elif doc["prev"] != prev:
                 return Verified(ok=False, lines=count, problem=(
                     f"{where}: prev does not match the line before: a line was removed, inserted or changed"))
+            seq = doc.get("seq")
+            if not isinstance(seq, int) or (kept and seq <= kept[-1][0]):
+                return Verified(ok=False, lines=count, problem=f"{where}: its seq {seq!r} does not follow the line "
+                                                               "before's")
+            kept.append((seq, str(doc.get("id")), where))
             prev = doc["hash"]
             count += 1
-        return Verified(ok=True, lines=count, problem=None, starts_after_rotation=first not in (None, GENESIS))
+        rotated = head is not None and head.dropped_seq > 0
+        problem = self._uncovered(controller, head, kept) if controller is not None else None
+        return Verified(ok=problem is None, lines=count, problem=problem, starts_after_rotation=rotated)
+
+    def _uncovered(self, controller: Controller, head: Head | None, kept: list[tuple[int, str, str]]) -> str | None:
+        """Whether every audited fact the log should hold has its line, and every line its fact."""
+        start = head.dropped_seq if head is not None else 0
+        # Without a head (deleted, or never written), every audited fact the controller holds is due.
+        through = max(head.through if head is not None else controller.last_seq(), kept[-1][0] if kept else 0)
+        at, after = 0, start
+        while after < through:
+            facts = [f for f in controller.read(after=after, limit=CHUNK) if (f.seq or 0) <= through]
+            if not facts:
+                break
+            for fact in facts:
+                seq = fact.seq or 0
+                if at < len(kept) and kept[at][0] < seq:
+                    return self._unknown(kept[at])
+                if at < len(kept) and kept[at][0] == seq:
+                    if kept[at][1] != fact.id or not audited(fact):
+                        return f"{kept[at][2]}: fact {seq} is {fact.id} in the controller, not {kept[at][1]}: " \
+                               "the log belongs to another controller, or the line was made up"
+                    at += 1
+                elif audited(fact):
+                    return self._missing(fact, kept, at, through)
+            after = facts[-1].seq or after
+            if len(facts) < CHUNK and after < through:
+                break
+        return self._unknown(kept[at]) if at < len(kept) else None
+
+    @staticmethod
+    def _unknown(line: tuple[int, str, str]) -> str:
+        return (f"{line[2]}: fact {line[0]} ({line[1]}) is not in the controller: the line was made up, or the log "
+                "belongs to another controller")
+
+    def _missing(self, fact: Fact, kept: list[tuple[int, str, str]], at: int, through: int) -> str:
+        what = f"fact {fact.seq} ({fact.kind}, {summary(fact)[:80]})"
+        if not kept:
+            state = "missing" if not self.files() else "empty"
+            return (f"{self.path.name}: the log is {state}, but the controller holds audited facts it was "
+                    f"written through (up to seq {through}), from {what} on: it was emptied or removed")
+        if at == 0:
+            return (f"{kept[0][2]}: the log begins at fact {kept[0][0]}, but {what} comes before it: its first "
+                    "lines, or a rotated file, were cut")
+        if at == len(kept):
+            return (f"{kept[-1][2]}: the log ends at fact {kept[-1][0]}, but it was written through seq {through}: "
+                    f"{what} and any after it are missing: its last lines were cut")
+        return f"{kept[at][2]}: {what} before this line is missing: a line was removed"
 
 
 @dataclass

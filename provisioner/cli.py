@@ -30,6 +30,7 @@ from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.controller import open_controller
 from persistence.port import Controller
+from persistence.private import private_dir
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
 from provisioner import logging_setup
@@ -112,7 +113,7 @@ class Direct:
         result = self.controller.append(facts)
         if result.refused:
             raise CommitFailed("; ".join(r.reason for r in result.refused))
-        self.audit_log.record(result.accepted)
+        self.audit_log.catch_up(self.controller)
         return result.accepted
 
     def rows(self, view: str, **where: Any) -> list[dict[str, Any]]:
@@ -177,23 +178,28 @@ def _source(args: argparse.Namespace) -> Source:
 def cmd_run(args: argparse.Namespace) -> int:
     from provisioner.daemon import Daemon, connect, stop_signals
     from provisioner.memory import fix_mmap_threshold
+    from provisioner.resetguard import EXIT, ControllerReset
     from sim.workload import DemoWorkload
 
     fix_mmap_threshold()
     cfg, home, is_demo = resolve_config(args.config)
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     with stop_signals() as done:
         controller = connect(cfg, done)
         if controller is None:
             return 0
-        daemon = Daemon(cfg, home, controller=controller, serve_api=True)
+        daemon = Daemon(cfg, home, controller=controller, serve_api=True, accept_reset=args.accept_reset_controller)
         workload = None
         if is_demo:
             log.info("no config given: running the built-in demo with state in %s", home)
             workload = DemoWorkload(controller, set_license_use=lambda n: sim_admin(
                 home, "sim-licenses", "set-in-use", "vcs", str(n)))
             workload.start()
-        return daemon.run_until(done, extra_stop=workload.stop if workload else None)
+        try:
+            return daemon.run_until(done, extra_stop=workload.stop if workload else None)
+        except ControllerReset as exc:
+            print(f"provisioner: {exc}", file=sys.stderr)
+            return EXIT
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -246,6 +252,8 @@ def _yaml(data: bytes, where: str) -> Any:
         return yaml.safe_load(data)
     except yaml.YAMLError as exc:
         raise CliError(f"{where}: not valid JSON or YAML: {exc}") from None
+    except RecursionError:  # the YAML reader recurses once per level: a demand is a few levels deep
+        raise CliError(f"{where}: nested too deeply to be a demand snapshot") from None
 
 
 def cmd_demand_show(args: argparse.Namespace) -> int:
@@ -306,9 +314,14 @@ def _audit_reader(args: argparse.Namespace) -> tuple[Any, Any]:
     remote = _remote(args)
     if remote is not None:
         return remote.audit, remote.audit_verify
-    _, home, _ = _direct(args)
+    url, home, _ = _direct(args)
     log_ = AuditLog(home / "audit.log")
-    return (lambda after, limit: log_.read(after=after, limit=limit)), (lambda: log_.verify().to_dict())
+
+    def verify() -> dict[str, Any]:
+        with _closing(open_controller(url)) as controller:
+            return log_.verify(controller).to_dict()
+
+    return (lambda after, limit: log_.read(after=after, limit=limit)), verify
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -512,7 +525,10 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--reason", default="", help="recorded in the fact and the audit log")
         return p
 
-    sub.add_parser("run", help="run the daemon").set_defaults(fn=cmd_run)
+    p = sub.add_parser("run", help="run the daemon")
+    p.add_argument("--accept-reset-controller", action="store_true",
+                   help="start even though the controller lacks facts this daemon saw committed (docs/recovery.md)")
+    p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check-config", help="check a config file")
     p.add_argument("file")
     p.set_defaults(fn=cmd_check_config)

@@ -10,6 +10,10 @@ before anything else starts so a taken port fails at once.
 The journal's commit hook feeds the audit log and the commit-time metric;
 script results pass the metrics on their way back to the provider actors.
 
+Before anything starts, the controller is checked against what this daemon
+saw committed on it (``provisioner.resetguard``): one that lost those facts
+is refused, unless the operator accepts it as reset.
+
 The latest snapshot is loaded once, before anything starts, and shared: the
 journal hands it to the actors that subscribe, the read model starts from
 it. The snapshotter writes new ones from the read model while the daemon
@@ -36,6 +40,7 @@ from actors.pumps import Tailer, Ticker
 from actors.script_calls import ScriptCalls
 from config.models import Config, ProviderConfig
 from messages.commands import Append, Appended
+from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from owner.calls import OnDone
 from persistence.controller import open_controller, patiently
@@ -48,14 +53,19 @@ from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
 from provisioner.api import create_app
 from provisioner.apiserver import ApiServer
-from provisioner.audit import AuditLog
+from provisioner.audit import AuditLog, audited
+from provisioner.auditor import Auditor
 from provisioner.auth import load_tokens
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
 from provisioner.readmodel import ReadModel
+from provisioner.resetguard import ControllerReset, Mark, accept, check, refusal
 from provisioner.snapshotter import Snapshotter
 
 log = logging.getLogger(__name__)
+
+#: Facts the commit hook looks at for the audit log at most (a long history is the auditor thread's).
+AUDIT_SLICE = 2_000
 
 
 class Daemon:
@@ -69,7 +79,9 @@ class Daemon:
         tick: float | None = None,
         on_commit: Callable[[list[Fact], float], None] | None = None,
         serve_api: bool = False,
+        accept_reset: bool = False,
     ) -> None:
+        """``accept_reset``: start on a controller that lost facts this daemon saw committed (see resetguard)."""
         self.cfg = cfg
         self.home = home
         self.controller = controller or open_controller(cfg.controller.url, clock=clock)
@@ -81,12 +93,16 @@ class Daemon:
         self.on_commit = on_commit
         self.serve_api = serve_api
         self.snapshots = SnapshotStore.for_controller(home, cfg.controller.url)
+        #: The last fact this daemon saw committed here: a controller that lost it is refused at start.
+        self.mark = Mark(home, cfg.controller.url)
+        self.accept_reset = accept_reset
         #: The one projection of every fact: the journal feeds it, the planner, budget and REST read it.
         self.shared = SharedProjection()
         self.read_model = ReadModel(self.controller, self.snapshots, self.shared)
         self.snapshotter = Snapshotter(self.read_model, self.controller)
         self.metrics = Metrics(self.read_model, self.controller, cfg, clock)
         self.audit = AuditLog(home / "audit.log")
+        self.auditor = Auditor(self.audit, self.controller)
         self.api: ApiServer | None = None
         self.started = False
         period = tick or max(0.05, min(cfg.policy.poll_every, cfg.policy.plan_every, cfg.lease.renew_every) / 4)
@@ -98,17 +114,26 @@ class Daemon:
         self._stopped = threading.Event()
 
     def start(self, stopping: threading.Event | None = None) -> Daemon:
-        """Start every part; with ``stopping``, wait for an unreachable controller until it is set."""
+        """Start every part; with ``stopping``, wait for an unreachable controller until it is set.
+
+        Raises ``ControllerReset``, having started nothing, when the controller lost facts this
+        daemon saw committed and ``accept_reset`` was not given.
+        """
         server = self._api_server() if self.serve_api else None
-        if stopping is None:
-            cursor, snapshot = self._where_to_begin()
-        else:
-            begun = patiently(f"daemon {self.cfg.instance.id} starting", self._where_to_begin, stopping)
-            if begun is None:
-                if server is not None:
-                    server.stop()
-                return self
-            cursor, snapshot = begun
+        try:
+            if stopping is None:
+                begun = self._where_to_begin()
+            else:
+                begun = patiently(f"daemon {self.cfg.instance.id} starting", self._where_to_begin, stopping)
+        except BaseException:
+            if server is not None:
+                server.stop()
+            raise
+        if begun is None:
+            if server is not None:
+                server.stop()
+            return self
+        cursor, snapshot = begun
         c = self.controller
         shared = self.shared
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
@@ -130,6 +155,7 @@ class Daemon:
             self.read_model.start_from(snapshot)
             self.api = server.start()
         self.snapshotter.start()
+        self.auditor.start()
         self.started = True
         log.info("daemon %s started: serves %s%s", self.cfg.instance.id, ", ".join(self.cfg.instance.serves) or "nothing",
                  " and may plan" if self.cfg.instance.planner else "")
@@ -138,6 +164,11 @@ class Daemon:
     def _where_to_begin(self) -> tuple[Cursor, Any]:
         """The controller's heads now, and the latest snapshot: replay starts from the one, tails from the other."""
         c = self.controller
+        problem = check(c, self.mark, self.snapshots, self.cfg.controller.url)
+        if problem is not None:
+            if not self.accept_reset:
+                raise ControllerReset(refusal(problem))
+            accept(c, self.mark, self.snapshots, problem)
         demand = c.get_demand()
         events = c.read_host_events(after=0, limit=1_000_000_000)
         cursor = Cursor(
@@ -154,7 +185,8 @@ class Daemon:
         ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing,
                          refused_events=self.metrics.refused_events,
                          max_demand_items=self.cfg.policy.max_demand_items)
-        app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting")
+        app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting",
+                         max_body=api.max_body)
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
 
     def _script_calls(self, provider: ProviderConfig, work_dir: Path, on_done: OnDone,
@@ -173,7 +205,7 @@ class Daemon:
 
     def _committed(self, facts: list[Fact], seconds: float) -> None:
         """The journal's commit hook: metrics, the audit log, then the caller's hook; one failing spares the rest."""
-        for hook in (self.metrics.committed, self._audit, self.on_commit):
+        for hook in (self.metrics.committed, self._marked, self._audit, self.on_commit):
             if hook is None:
                 continue
             try:
@@ -181,8 +213,16 @@ class Daemon:
             except Exception:
                 log.exception("daemon: commit hook %s failed", getattr(hook, "__name__", hook))
 
+    def _marked(self, facts: list[Fact], _seconds: float) -> None:
+        self.mark.committed(facts)
+
     def _audit(self, facts: list[Fact], _seconds: float) -> None:
-        self.audit.record(facts)
+        """Audit lines for the commit's audited facts now (and whatever other writers' came before them)."""
+        if any(audited(f) for f in facts):
+            try:
+                self.audit.catch_up(self.controller, limit=AUDIT_SLICE)
+            except ControllerUnavailable as exc:
+                log.warning("audit: cannot read the controller; the auditor catches up later: %s", exc)
 
     def _commit(self, facts: list[Fact]) -> list[Fact]:
         reply = self.write(facts)
@@ -226,6 +266,7 @@ class Daemon:
         self.scripts.close()
         if self.started:
             self.snapshotter.stop()
+            self.auditor.stop()
         self.controller.close()
         log.info("daemon %s stopped", self.cfg.instance.id)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import sim
 from config.models import Config
+from persistence.private import private_dir
 
 SIM_SCRIPT = Path(sim.__file__).resolve().parent / "scripts" / "sim-provider"
 
@@ -25,8 +26,7 @@ def default_home() -> Path:
 
 
 def _sim_provider(home: Path, name: str, sim_config: dict) -> dict:
-    folder = home / "demo" / name
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_dir(home / "demo" / name)
     (folder / "sim.json").write_text(json.dumps(sim_config, indent=2))
     env_file = folder / "provider.env"
     env_file.write_text(f"SIM_CONFIG={folder / 'sim.json'}\nSIM_STATE_DIR={folder / 'state'}\n")

@@ -218,7 +218,7 @@ class Operations:
     def audit_verify(self) -> dict[str, Any]:
         if self.audit_log is None:
             return {"ok": True, "lines": 0, "problem": None, "starts_after_rotation": False}
-        return self.audit_log.verify().to_dict()
+        return self.audit_log.verify(self.controller).to_dict()
 
 
 def _because(reason: str, by: str, action: str) -> str:

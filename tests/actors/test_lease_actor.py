@@ -11,6 +11,7 @@ from actors.lease import LeaseActor, Revocation
 from config.models import Config
 from lease.port import Lease
 from messages.commands import Tick
+from messages.facts import ProviderAdmin, make_fact
 from persistence.shared import SharedProjection
 from persistence.sqlite import SqliteController
 
@@ -159,3 +160,92 @@ def test_a_long_round_renews_the_leases_it_took_first_before_taking_more(world) 
     assert first is not None and first.expires_at > started[0].lease.expires_at, "renewed mid-round"
     rounds(b, clock, 2.0)
     assert held(b) == ROLES and not any(r.stopped for r in started)
+
+
+# --- one process per instance id --------------------------------------------------------
+
+
+def test_a_second_process_with_the_same_id_takes_no_role_and_says_so_once(world, caplog) -> None:
+    clock, controller = world
+    first, first_roles = lease_actor(world, "a")
+    second, second_roles = lease_actor(world, "a")
+    first.on_start()
+    second.on_start()
+    rounds(first, clock, 0)
+    for _ in range(20):  # five seconds of rounds of both, each renewing or asking every second
+        clock.now += 0.25
+        first.on_receive(Tick(now=clock.now))
+        second.on_receive(Tick(now=clock.now))
+    assert held(first) == ROLES and held(second) == set(), "the second process waits"
+    assert second_roles == [], "and started no role"
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "another process holds" in r.message]
+    assert len(warnings) == 1, [r.message for r in caplog.records]
+    assert "instance a" in warnings[0].message and "instance:a" in warnings[0].message
+    assert first.incarnation in warnings[0].message, "it names the process that holds it"
+    assert first.incarnation != second.incarnation and first.incarnation.startswith("a@")
+
+
+def test_the_standby_takes_over_under_new_fences_when_the_first_process_stops_renewing(world, caplog) -> None:
+    clock, controller = world
+    first, first_roles = lease_actor(world, "a")
+    second, second_roles = lease_actor(world, "a")
+    first.on_start()
+    second.on_start()
+    before = {r.name: r.lease.fence for r in first_roles}
+    # The first process freezes (or dies): only the second goes on ticking.
+    for _ in range(4 * 5):
+        clock.now += 0.25
+        second.on_receive(Tick(now=clock.now))
+    assert held(second) == ROLES, "taken over once the first process's leases ran out"
+    assert {r.name: r.lease.fence > before[r.name] for r in second_roles} == dict.fromkeys(ROLES, True)
+    assert any("took over lease instance:a" in r.message for r in caplog.records)
+    # The first process wakes up: it gives everything up, renews nothing, and waits behind the second.
+    first.on_receive(Tick(now=clock.now))
+    rounds(first, clock, 2.0)
+    assert held(first) == set() and all(r.stopped and r.revoked.is_set() for r in first_roles)
+    assert {lease.name: lease.fence for lease in controller.leases.all() if lease.name in ROLES} == \
+        {r.name: r.lease.fence for r in second_roles}, "the second process's grants stand"
+    assert controller.leases.get("instance:a").holder == second.incarnation
+
+
+def test_a_late_write_of_the_first_process_is_refused_once_the_second_took_over(world) -> None:
+    """Role leases are held under the id: taking over ends those still granted, so no fence is shared."""
+    clock, controller = world
+    first, first_roles = lease_actor(world, "a")
+    first.on_start()
+    hosts = next(r for r in first_roles if r.name == "provider:hosts")
+    # The first process's instance lease lapses a moment before its roles (on etcd each key is renewed
+    # on its own), and a second process with the same id starts in that moment.
+    controller.leases.release(controller.leases.get("instance:a"))
+    second, second_roles = lease_actor(world, "a")
+    second.on_start()
+    assert held(second) == ROLES
+    assert all(r.lease.fence > f.lease.fence for r, f in zip(second_roles, first_roles)), "fences of its own"
+    late = make_fact(ProviderAdmin(kind="provider_paused"), provider="hosts", lease="provider:hosts",
+                     fence=hosts.lease.fence, now=clock.now)
+    result = controller.append([late])
+    assert not result.accepted and result.refused, "a write under the first process's fence is refused"
+
+
+def test_a_clean_stop_hands_over_at_the_standby_next_round(world) -> None:
+    clock, controller = world
+    first, _ = lease_actor(world, "a")
+    second, _ = lease_actor(world, "a")
+    first.on_start()
+    second.on_start()
+    first.on_stop()
+    assert controller.leases.get("instance:a") is None, "released, not left to expire"
+    rounds(second, clock, 1.0)
+    assert held(second) == ROLES
+
+
+def test_roles_stop_with_the_instance_lease_when_its_renewal_is_refused(world) -> None:
+    clock, controller = world
+    a, started = lease_actor(world, "a")
+    a.on_start()
+    # Its instance lease passes to another process behind its back.
+    controller.leases.release(controller.leases.get("instance:a"))
+    controller.leases.acquire("instance:a", "a@elsewhere:1/cafe", 4.0)
+    rounds(a, clock, 1.0)
+    assert held(a) == set() and all(r.stopped and r.revoked.is_set() for r in started)
+    assert a.instance is None

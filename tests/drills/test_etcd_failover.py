@@ -53,6 +53,10 @@ def test_a_frozen_owner_wakes_fenced_out_and_acts_no_more(drill: Drill) -> None:
     drills.pause_the_owner(drill)
 
 
+def test_a_second_process_with_the_same_instance_id_waits_and_the_demand_is_met_once(drill: Drill) -> None:
+    drills.same_id_twice(drill)
+
+
 def test_a_daemon_started_before_its_etcd_waits_for_it(tmp_path) -> None:
     """A host that boots the daemon before etcd is up: it says it waits, then serves, with no restart."""
     etcd = Cluster()

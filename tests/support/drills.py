@@ -73,6 +73,7 @@ class Cluster:
             "#!/bin/sh\n"
             f'echo "{caller} $1 $PROVISIONER_TOKEN $(date +%s.%N)" >> "{folder}/calls.log"\n'
             f'echo "{caller} $1 $PROVISIONER_DEADLINE" >> "{folder}/deadlines.log"\n'
+            f'echo "$PPID $1" >> "{folder}/pids.log"\n'
             f'exec "{SIM_SCRIPT}" "$@"\n'
         )
         wrapper.chmod(0o755)
@@ -97,8 +98,10 @@ class Cluster:
         path.write_text(yaml.safe_dump(cfg))
         return path
 
-    def start(self, instance: str, failpoints: str = "") -> "Daemon":
-        d = Daemon(self, instance, failpoints)
+    def start(self, instance: str, failpoints: str = "", log: str | None = None,
+              args: tuple[str, ...] = ()) -> "Daemon":
+        """``log``: the name of its log file, for a second process of the same instance; ``args``: of ``run``."""
+        d = Daemon(self, instance, failpoints, log, args)
         self.procs.append(d)
         return d
 
@@ -139,6 +142,12 @@ class Cluster:
 
     def sim_state(self, name: str) -> dict:
         return sim_call(self.tmp / name, "admin", None, "dump")
+
+    def callers(self, name: str) -> list[tuple[int, str]]:
+        """(pid of the daemon that ran it, action) of every call to the provider, in order."""
+        log = self.tmp / name / "pids.log"
+        rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        return [(int(r[0]), r[1]) for r in rows]
 
     def calls(self, name: str) -> list[tuple[str, str, str, float]]:
         log = self.tmp / name / "calls.log"
@@ -202,13 +211,14 @@ class Cluster:
 class Daemon:
     """One ``provisioner run`` process."""
 
-    def __init__(self, cluster: Cluster, instance: str, failpoints: str = "") -> None:
+    def __init__(self, cluster: Cluster, instance: str, failpoints: str = "", log: str | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.instance = instance
         self.cluster = cluster
-        self.log = cluster.tmp / f"{instance}.log"
+        self.log = cluster.tmp / f"{log or instance}.log"
         env = {**os.environ, "PROVISIONER_FAILPOINTS": failpoints}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "provisioner.cli", "--config", str(cluster.config(instance)), "run"],
+            [sys.executable, "-m", "provisioner.cli", "--config", str(cluster.config(instance)), "run", *args],
             stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
 
@@ -273,11 +283,13 @@ def owned_by(cluster, instance):
     return {lease.name for lease in cluster.c.leases.all() if lease.holder == instance}
 
 
-def met(cluster):
+def met(cluster, hosts: int = 4, at_least: bool = False):
     p = cluster.state()
     running = sum(1 for i in p.instances.values() if i.state == "running")
     granted = sum(g.count for g in p.grants.values() if g.state == "granted")
-    return running == 4 and granted == 3
+    if at_least:  # met, and maybe more than once: the caller's check says which
+        return running >= hosts and granted >= 3
+    return running == hosts and granted == 3
 
 
 def owner_mid_flight_with_standby(cluster):
@@ -327,5 +339,60 @@ def pause_the_owner(cluster) -> None:
         assert any(row[0] == "a" for row in cluster.calls(provider)), "a ran scripts before the freeze"
         after_wake = cluster.decided_after(provider, "a", frozen)
         assert not after_wake, f"a decided on scripts after waking without its lease: {after_wake}"
-    assert {lease.holder for lease in cluster.c.leases.all()} == {"b"}
+    assert {lease.holder for lease in cluster.c.leases.all() if lease.name in ROLES} == {"b"}
     cluster.check(hosts_wanted=4, units_wanted=3)
+
+
+def same_id_twice(cluster) -> None:
+    """Drill 4: a second process started with the same instance id waits, acts on nothing, then takes over.
+
+    Two processes with one id would hold the same role leases under the same
+    fences, and both plan: each demand change is a race between two planners.
+    The second must instead say once that it waits, make no call while the
+    first lives, and take over (under fences of its own) when the first is
+    killed; the demand, raised step by step, is met exactly once all along.
+    """
+    first = cluster.start("a")
+    wait_until(lambda: owned_by(cluster, "a") == ROLES, what="a to own everything")
+    second = cluster.start("a", log="a-again")
+    wait_until(lambda: "daemon a started" in second.text(), timeout=30, what="the second process to start")
+    for hosts in range(1, STEPS + 1):
+        cluster.c.put_demand(DemandSnapshot(items=[HostItem(id="d1", count=hosts),
+                                                   UnitItem(id="d2", resource="vcs", count=3)]))
+        step = time.monotonic()
+        wait_until(lambda: time.monotonic() - step > 0.5, what="a few planning rounds")
+    wait_until(lambda: met(cluster, STEPS, at_least=True), timeout=60, what="the demand met")
+    # Some rounds more: a second process acting on its own would have ordered the same need again by now.
+    settle = time.monotonic()
+    wait_until(lambda: time.monotonic() - settle > 2 * cluster.ttl, timeout=2 * cluster.ttl + 5, what="a while")
+    cluster.check(hosts_wanted=STEPS, units_wanted=3)
+    wait_until(lambda: STANDBY in second.text(), timeout=cluster.ttl + 10, what="the second process to say it waits")
+    for provider in cluster.sims:
+        by_second = [action for pid, action in cluster.callers(provider) if pid == second.proc.pid]
+        assert not by_second, f"the second process called {provider} while the first held the instance: {by_second}"
+    said = [line for line in second.text().splitlines() if STANDBY in line]
+    assert len(said) == 1 and "WARNING" in said[0] and "instance a" in said[0], said
+    assert f":{first.proc.pid}/" in said[0], "it names the process that holds the instance"
+    fences = {lease.name: lease.fence for lease in cluster.c.leases.all() if lease.name in ROLES}
+
+    first.signal(signal.SIGKILL)
+    first.proc.wait(timeout=10)
+
+    def taken_over() -> bool:
+        instance = cluster.c.leases.get("instance:a")
+        roles = {lease.name: lease.fence for lease in cluster.c.leases.all() if lease.name in ROLES}
+        return (instance is not None and f":{second.proc.pid}/" in instance.holder and set(roles) == ROLES
+                and all(roles[name] > fences[name] for name in ROLES))
+
+    wait_until(taken_over, timeout=cluster.ttl + 10, what="the second process to take over under new fences")
+    wait_until(lambda: all(any(pid == second.proc.pid for pid, _ in cluster.callers(p)) for p in cluster.sims),
+               timeout=30, what="the second process to act on every provider")
+    wait_until(lambda: met(cluster, STEPS), timeout=30, what="the demand still met")
+    cluster.check(hosts_wanted=STEPS, units_wanted=3)
+    assert second.alive()
+
+
+#: The steps the drill's demand for hosts is raised by, one host each.
+STEPS = 6
+#: What a second process with the same instance id says, once.
+STANDBY = "another process holds lease instance:a"

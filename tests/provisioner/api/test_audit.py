@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from messages.facts import Decision, InstanceChanged, InstanceSeen, LeaseChanged, Order, ProviderAdmin, make_fact
+from persistence.controller import open_controller
 from provisioner.audit import GENESIS, AuditLog, audited
 from provisioner.views import BadCursor
 from tests.support.daemons import end_process
@@ -105,9 +106,12 @@ def test_rotation_by_size_keeps_the_chain_across_files(tmp_path):
 
 def test_cli_audit_shows_and_verifies_the_local_log(tmp_path):
     home = tmp_path / "home"
-    AuditLog(home / "audit.log").record(facts(3))
     env = {**os.environ, "PROVISIONER_HOME": str(home)}
     url = f"sqlite:///{tmp_path / 'state.db'}"
+    c = open_controller(url)
+    c.append([make_fact(Decision(item=f"d{i}", need=i), now=1_700_000_000.0 + i) for i in range(1, 4)])
+    AuditLog(home / "audit.log").catch_up(c)
+    c.close()
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "provisioner.cli", "--controller", url, *args],

@@ -103,7 +103,10 @@ def test_cli_refuses_a_loose_token_file_and_reports_an_unreachable_daemon(start_
 
 
 def test_direct_actions_are_facts_and_audit_lines_too(start_api, tmp_path):
-    """With no daemon in the way, the CLI appends the operator's fact itself and audits it in the home."""
+    """With no daemon in the way, the CLI appends the operator's fact itself and audits it in the home.
+
+    Its log, as every audit log, holds every audited fact of the controller up to its own.
+    """
     api = start_api()
     api.demand_round()
     env = {"PROVISIONER_HOME": str(tmp_path / "cli-home")}
@@ -112,5 +115,8 @@ def test_direct_actions_are_facts_and_audit_lines_too(start_api, tmp_path):
     assert r.returncode == 0, r.stderr
     wait_until(lambda: api.ok("GET", "/v1/providers/units")["status"] == "drained", what="the drain seen by the API")
     lines = [json.loads(x) for x in (tmp_path / "cli-home" / "audit.log").read_text().splitlines()]
-    assert [x["kind"] for x in lines] == ["provider_drained"] and "license audit" in lines[0]["what"]
-    assert lines[0]["lease"] == "" and lines[0]["seq"] is not None
+    assert lines[-1]["kind"] == "provider_drained" and "license audit" in lines[-1]["what"]
+    assert lines[-1]["lease"] == "" and lines[-1]["seq"] is not None
+    assert {x["kind"] for x in lines[:-1]} >= {"lease_acquired", "decision", "order"}, "the daemon's too"
+    r = run_cli("--controller", api.cfg.controller.url, "audit", "verify", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("audit log intact:"), r.stderr

@@ -7,6 +7,9 @@ real script, prints its API key in the error it gives on every request.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -63,5 +66,55 @@ def test_a_leaky_script_cannot_leak(start_api, tmp_path, caplog):
                 for s in f.samples if s.name == "provisioner_script_failures_total" and s.labels["provider"] == "leaky"}
     assert failures.get("failed", 0) >= 2, "the failures themselves are counted"
 
+    leaks = [text[max(0, text.find(SECRET) - 80):text.find(SECRET) + 40] for text in seen if SECRET in text]
+    assert leaks == [], leaks
+
+
+def stdout_leaky_provider(tmp_path) -> dict:
+    """A v2 provider that prints its key on stdout: in the request id it hands out and in every status message."""
+    provider = sim_provider(tmp_path, "chatty", HOSTS_SIM)
+    env = tmp_path / "chatty" / "provider.env"
+    env.write_text(env.read_text() + f"API_KEY={SECRET}\n")
+    wrapper = tmp_path / "chatty" / "provider"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = request ]; then\n'
+        '  echo "{\\"requestId\\": \\"r-$API_KEY-1\\", \\"message\\": \\"accepted under key $API_KEY\\"}"\n'
+        "  exit 0\n"
+        "fi\n"
+        'if [ "$1" = status ]; then\n'
+        '  id=$(sed -n \'s/.*"requestId": *"\\([^"]*\\)".*/\\1/p\' "$3")\n'
+        '  echo "{\\"requests\\": [{\\"requestId\\": \\"$id\\", \\"status\\": \\"running\\",'
+        ' \\"message\\": \\"waiting for capacity, key $API_KEY\\"}]}"\n'
+        "  exit 0\n"
+        "fi\n"
+        f'exec "{SIM_SCRIPT}" "$@"\n')
+    wrapper.chmod(0o755)
+    provider["script"]["path"] = str(wrapper)
+    return provider
+
+
+def test_a_secret_a_script_prints_on_stdout_reaches_nothing(start_api, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    api = start_api(providers=[stdout_leaky_provider(tmp_path)])
+    api.ok("PUT", "/v1/demand", "scheduler", json={"items": [DEMAND["items"][0]]})
+    # Running: the request id it was given and the status message it answered have been through every path.
+    api.wait_state(lambda s: any(r.state == "running" for r in s.requests.values()), "the request running")
+    rows = api.get("/v1/requests").text
+    assert "r-***-1" in rows and "waiting for capacity, key ***" in rows, rows
+
+    seen: list[str] = [f.to_json().decode() for f in api.controller.read()]
+    seen += [line for path in api.daemon.audit.files() for line in path.read_text().splitlines()]
+    for path in ("/v1/requests", "/v1/instances", "/v1/orphans", "/v1/providers", "/v1/audit", "/metrics"):
+        r = api.get(path)
+        assert r.status_code == 200, (path, r.text)
+        seen.append(r.text)
+    cli = subprocess.run([sys.executable, "-m", "provisioner.cli", "--controller", api.cfg.controller.url,
+                          "requests", "-o", "json"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PROVISIONER_HOME": str(tmp_path / "cli-home")})
+    assert cli.returncode == 0, cli.stderr
+    seen += [cli.stdout, cli.stderr]
+    seen.append(caplog.text)
+    assert "waiting for capacity, key ***" in "".join(seen), "the status message was kept, scrubbed"
     leaks = [text[max(0, text.find(SECRET) - 80):text.find(SECRET) + 40] for text in seen if SECRET in text]
     assert leaks == [], leaks

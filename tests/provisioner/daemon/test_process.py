@@ -32,7 +32,7 @@ def test_sigterm_stops_in_order_and_releases_leases(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     c = open_controller(url)
     try:
-        wait_until(lambda: {lease.name for lease in c.leases.all()} == {"planner", "provider:hosts"},
+        wait_until(lambda: {lease.name for lease in c.leases.all()} == {"instance:proc", "planner", "provider:hosts"},
                    what="the daemon to take its leases")
         wait_until(lambda: any(f.kind == "provider_described" for f in c.read()), what="the provider described")
         proc.send_signal(signal.SIGTERM)

@@ -1,0 +1,88 @@
+"""Every string a script answers, scrubbed of its env_file values and bounded in size, before anyone keeps it.
+
+A script's answer becomes facts, log lines, REST rows and CLI output: what a
+script prints must therefore be safe to show. Two rules apply to every
+string of a parsed answer (``messages.scripts``), wherever it sits:
+
+- **Scrubbed.** Each env_file value (``providers.environment.Scrubber``) is
+  replaced by ``***``, in status messages, request ids, machine names,
+  attributes and keys alike, as stderr already was.
+- **Bounded.** An identifier the daemon stores and sends back (a request or
+  machine id, a name, a token, a template, an address...) longer than
+  ``ID_LIMIT`` makes the answer ``bad_output`` naming the field: cutting it
+  would make it name something else. Free text (messages, a machine's
+  status, attribute names and values, anything else) is cut to
+  ``TEXT_LIMIT`` characters.
+
+Fields are named as the contract spells them (``requests[0].requestId``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from messages.scripts import ScriptOutput
+from providers.contract import ContractError
+from providers.environment import Scrubber
+
+#: Characters an identifier may have. Host names stop at 253, cloud ids at a few hundred.
+ID_LIMIT = 512
+#: Characters kept of free text (a status message, an attribute); the rest becomes "...".
+TEXT_LIMIT = 1024
+
+#: Fields holding identifiers: too long, they are refused, not cut.
+IDENTIFIERS = frozenset({
+    "provider_request_id", "request_id", "machine_id", "name", "token", "template", "resource", "id",
+    "private_ip", "public_ip", "region", "zone",
+})
+#: How the contract spells the fields whose Python names differ.
+SPELLED = {"provider_request_id": "requestId", "request_id": "requestId", "machine_id": "machineId",
+           "private_ip": "privateIpAddress", "public_ip": "publicIpAddress", "launched_at": "launchtime",
+           "grace_period": "gracePeriod", "max_number": "maxNumber"}
+
+
+def cleaned(output: ScriptOutput, scrub: Scrubber) -> ScriptOutput:
+    """``output`` with every string scrubbed and bounded; ``ContractError`` for an identifier too long.
+
+    The same object comes back when nothing had to change, as for almost every answer.
+    """
+    clean = _Cleaner(scrub)
+    data = clean.value(output, "", None)
+    if not clean.changed:
+        return output
+    return type(output).model_validate(data)
+
+
+class _Cleaner:
+    def __init__(self, scrub: Scrubber) -> None:
+        self.scrub = scrub
+        self.changed = False
+
+    def value(self, value: Any, path: str, field: str | None) -> Any:
+        if isinstance(value, str):
+            return self.text(value, path, field in IDENTIFIERS)
+        if isinstance(value, BaseModel):
+            return {name: self.value(getattr(value, name), _join(path, SPELLED.get(name, name)), name)
+                    for name in type(value).model_fields}
+        if isinstance(value, dict):  # data, not fields (template attributes): keys and values are free text
+            return {self.text(str(key), path, False): self.value(item, _join(path, str(key)), None)
+                    for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.value(item, f"{path}[{i}]", field) for i, item in enumerate(value)]
+        return value
+
+    def text(self, value: str, path: str, identifier: bool) -> str:
+        clean = self.scrub(value)
+        if identifier and len(clean) > ID_LIMIT:
+            raise ContractError(f"{path}: {len(clean)} characters, at most {ID_LIMIT} for an identifier")
+        if len(clean) > TEXT_LIMIT:
+            clean = clean[: TEXT_LIMIT - 3] + "..."
+        if clean != value:
+            self.changed = True
+        return clean
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name

@@ -1,0 +1,59 @@
+"""Keeps a daemon's audit log caught up with every audited fact of the controller, on a thread of its own.
+
+The daemon's commit hook appends its own audited facts at once; this thread
+takes what other writers (other daemons, the CLI) committed, every few
+seconds, and at a first start the history the log does not hold yet, a
+slice at a time so that it does not crowd out the daemon's own work.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from messages.errors import ControllerUnavailable
+from persistence.port import Controller
+from provisioner.audit import AuditError, AuditLog
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two looks at the controller once caught up.
+EVERY = 5.0
+#: Facts looked at in one go while catching up on a long history, and the pause between two goes.
+SLICE = 5_000
+PACE = 0.2
+
+
+class Auditor:
+    def __init__(self, audit: AuditLog, controller: Controller, every: float = EVERY) -> None:
+        self.audit = audit
+        self.controller = controller
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="auditor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        delay = self.every  # the commits' hook takes what this daemon writes; others' can wait a moment
+        while not self._stop.wait(delay):
+            delay = self.every
+            try:
+                self.audit.catch_up(self.controller, limit=SLICE)
+                if not self.audit.caught_up:
+                    delay = PACE
+            except ControllerUnavailable as exc:
+                log.warning("audit: cannot read the controller to catch up: %s", exc)
+            except (OSError, AuditError) as exc:
+                log.error("audit: cannot write %s: %s", self.audit.path, exc)
+
+    def stop(self) -> None:
+        """Stop the thread, then take what the last commits left (bounded: the rest waits for the next start)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        try:
+            self.audit.catch_up(self.controller, limit=SLICE)
+        except (ControllerUnavailable, OSError, AuditError) as exc:
+            log.warning("audit: last catch-up failed; the next start takes it: %s", exc)
