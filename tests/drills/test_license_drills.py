@@ -204,7 +204,7 @@ def test_two_clusters_borrowing_at_once_never_exceed_the_pool(tmp_path, server, 
     assert watch.looks > 10 and sum(most.values()) == POOL, f"the most ever lent at once: {most}"
 
 
-# --- 3. kill -9 between the provider's grant and its record; the restart borrows nothing twice ---------------
+# --- 3. kill -9 between the provider's answer and its record; the restart lends or gives back nothing twice ----
 
 
 def test_kill_9_after_the_grant_before_its_record_then_the_restart_borrows_nothing_twice(tmp_path, server, sites,
@@ -228,6 +228,7 @@ def test_kill_9_after_the_grant_before_its_record_then_the_restart_borrows_nothi
                what="the restarted daemon to record the grant and publish its total")
     # The restart repeated the request with the same token, and the ledger found the first grant.
     assert [tok for _, _, tok in site.calls("request")] == [token, token]
+    assert site.exits("request") == [("a", token, 0), ("a", token, 0)], "the repeat is answered as the first was"
     book = open_ledger(ledger)
     try:
         (grant,) = book.grants("site-a")
@@ -239,6 +240,44 @@ def test_kill_9_after_the_grant_before_its_record_then_the_restart_borrows_nothi
     assert (g.id, g.state, g.count) == (token, "granted", 4)
     assert again.alive()
 
+
+
+def test_kill_9_after_a_partial_return_before_its_record_then_the_restart_gives_back_nothing_twice(
+        tmp_path, server, sites, ledger):
+    """The same for a return: the ledger names a return by the daemon's token and the grants it names; the
+    restart must name them the same, or the provider takes the repeat for another return and refuses it."""
+    site = LicenseSite(tmp_path / "site-a", server, ledger, base=2, pool=POOL)
+    sites.append(site)
+    first = site.start("a", failpoints="return.after_script")
+    site.c.put_demand(units(5))
+    wait_until(lambda: ledger_held(ledger) == {"site-a": 5} and site.published() == (2, 5, 7), timeout=30,
+               what="5 tokens borrowed")
+    server.use(cn001=4)
+    wait_until(lambda: site.state().resources["vcs"].in_use == 4, what="the daemon to see 4 tokens in use")
+    site.c.put_demand(units(0))
+    assert first.wait_dead(timeout=40) == -signal.SIGKILL
+    assert "failpoint return.after_script:" in first.text()
+    # The provider took 3 back; the daemon died before recording it, so its total still counts them.
+    (call,) = site.calls("return")
+    token = call[2]
+    assert ledger_held(ledger) == {"site-a": 2}
+    assert site.published() == (2, 5, 7)
+
+    again = site.start("a")
+    wait_until(lambda: site.published() == (2, 2, 4) and site.borrowed_by_facts() == 2, timeout=30,
+               what="the restarted daemon to record the partial return")
+    assert [tok for _, _, tok in site.calls("return")] == [token, token]
+    assert site.exits("return") == [("a", token, 0), ("a", token, 0)], "the repeat is answered as the first was"
+    book = open_ledger(ledger)
+    try:
+        (grant,) = book.grants("site-a")
+        ret = book.returned("site-a", token)
+        assert ret is not None and ret.takes == ((grant.token, 3),) and grant.count == 2
+    finally:
+        book.close()
+    (g,) = site.state().grants.values()
+    assert (g.state, g.count) == ("granted", 2)
+    assert again.alive()
 
 # --- 4. an owner paused past its lease wakes to find that nothing it writes is published -------------------
 

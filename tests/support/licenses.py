@@ -188,9 +188,15 @@ class LicenseSite(Cluster):
               ended: bool = False) -> list[tuple[str, str, str]]:
         """(instance, action, token) of provider calls as they started (``ended``: as they ended), in order;
         the token is ``-`` for calls that carry none."""
+        return [(r[0], r[1], r[2]) for r in self._log() if (len(r) == 5) == ended and action in (None, r[1])]
+
+    def exits(self, action: str) -> list[tuple[str, str, int]]:
+        """(instance, token, exit code) of the calls of ``action`` that ended, in order."""
+        return [(r[0], r[2], int(r[4])) for r in self._log() if len(r) == 5 and r[1] == action]
+
+    def _log(self) -> list[list[str]]:
         log = self.tmp / "calls.log"
-        rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
-        return [(r[0], r[1], r[2]) for r in rows if (len(r) == 5) == ended and action in (None, r[1])]
+        return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
 
     def described(self) -> bool:
         """Whether the provider has described itself to the daemon (its pools, step and minimum hold)."""
