@@ -293,7 +293,8 @@ def test_a_stale_owners_total_is_refused_and_the_published_total_is_the_standbys
     it, and the scheduler's total stays the one b's facts give.
     """
     ledger = f"sqlite://{tmp_path}/ledger.db"
-    site = LicenseSite(tmp_path / "site-a", server, ledger, base=2, pool=POOL, ttl=6.0)
+    # A lease long enough that a's mandate outlasts the lock the drill holds (a's renewals wait for it too).
+    site = LicenseSite(tmp_path / "site-a", server, ledger, base=2, pool=POOL, ttl=8.0)
     sites.append(site)
     # a's status calls answer a second late: the drill takes the write lock meanwhile.
     site.extra_env["a"] = {"DRILL_SLOW_ACTION": "status", "DRILL_SLOW_SECONDS": "1"}

@@ -172,7 +172,7 @@ class LicenseSite(Cluster):
             "instance": {"id": instance, "serves": ["lic"], "planner": True},
             "controller": {"url": self.url},
             "api": {"listen": f"127.0.0.1:{free_port()}"},
-            "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{self.ttl / 4}s"},
+            "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{min(self.ttl / 4, 1.0)}s"},
             "policy": self.policy,
             "providers": [self.provider("lic", instance)],
             "resources": [{"name": "vcs", "elastic": True, "base": self.base, "provider": "lic"}],
