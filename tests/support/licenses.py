@@ -130,9 +130,6 @@ class LicenseSite(Cluster):
         self.ttl = ttl
         self.name = name
         self.base = base
-        self.pool = pool
-        self.server = server
-        self.ledger = ledger
         # Usage is read every poll; each read is one process and one lmstat, so polls are not too tight.
         self.policy = {"poll_every": "0.5s", "plan_every": "0.2s", "idle_time": "1s", "join_grace": "10m",
                        "cooldown": "1s", "backoff_max": "1s", **policy}
