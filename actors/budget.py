@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from actors.base import Actor, Tells, handles
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
-from messages.commands import CaughtUp, DemandChanged, HostEvents, Review, Reviewed, Subscribe, Tick
+from messages.commands import CaughtUp, DemandChanged, HostEvents, Review, Reviewed, Subscribe, SupplyChanged, Tick
 from persistence.shared import SharedProjection
 from policy.rounds import review_orders
 from policy.settings import plan_settings
@@ -54,6 +54,10 @@ class BudgetActor(Actor):
 
     @handles(HostEvents)
     def _events(self, _: HostEvents) -> None:
+        """The owners' business."""
+
+    @handles(SupplyChanged)
+    def _supply(self, _: SupplyChanged) -> None:
         """The owners' business."""
 
     @handles(Tick)

@@ -28,6 +28,7 @@ from messages.commands import (
     Review,
     Reviewed,
     Subscribe,
+    SupplyChanged,
     Tick,
     Unsubscribe,
 )
@@ -106,6 +107,10 @@ class PlannerActor(Actor):
     @handles(HostEvents)
     def _host_events(self, _: HostEvents) -> None:
         """Owners turn host events into facts; the planner sees those."""
+
+    @handles(SupplyChanged)
+    def _supply(self, _: SupplyChanged) -> None:
+        """Owners correct their hosts by the scheduler's view; the planner sees the facts they write."""
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:

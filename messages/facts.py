@@ -340,6 +340,11 @@ def summary(fact: Fact) -> str:
         because = f" ({p.reason})" if p.reason else ""
         return f"{where}instance {p.machine_id} {p.state}{because}"
     if isinstance(p, GrantChanged):
+        # Both end a partial return with the grant ``granted`` again; their count is the part, not what it holds.
+        if p.kind == "grant_part_returned":
+            return f"{where}grant {p.grant_id}: {p.count} {p.resource} given back, the rest still granted"
+        if p.kind == "grant_return_timed_out":
+            return f"{where}grant {p.grant_id}: the return of {p.count} {p.resource} timed out, all still granted"
         return f"{where}grant {p.grant_id}: {p.count} {p.resource} {p.state}"
     if isinstance(p, Order):
         what = p.template or p.resource or ""

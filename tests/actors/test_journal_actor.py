@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from actors.budget import BudgetActor
 from actors.journal import JournalActor
-from messages.commands import CaughtUp, Committed, DemandChanged, Subscribe
+from actors.planner import PlannerActor
+from actors.provider import ProviderActor
+from messages.commands import CaughtUp, Committed, DemandChanged, HostEvents, Subscribe, SupplyChanged
 from messages.demand import DemandSnapshot, UnitItem
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
@@ -50,3 +55,14 @@ def test_each_subscriber_gets_its_providers_facts_and_the_common_ones_in_log_ord
     only_a = [f for f in facts if f.provider == "a"]
     assert _Shares(only_a).of(frozenset({"a"})) == only_a
     assert _Shares(only_a).of(frozenset({"b"})) == []
+
+
+@pytest.mark.parametrize("actor", [PlannerActor, BudgetActor, ProviderActor], ids=lambda cls: cls.__name__)
+def test_every_subscriber_takes_what_the_journal_tells_them_all(actor):
+    """The journal tells every subscriber of the demand, the scheduler's supply view and host events.
+
+    An actor without a handler for one of them logs a warning and drops it, and a
+    scheduler sends its supply view every scheduling session: each actor says what
+    it does with each, if only that it is another's business.
+    """
+    assert {CaughtUp, DemandChanged, SupplyChanged, HostEvents} <= set(actor._handlers)
