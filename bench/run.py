@@ -292,7 +292,8 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], Any], tuple[Figure, ...]]] = [
     (spawn_latency, (Figure("demand pushed -> first request script spawned, p50", "ms", 50.0, "<="),
                      Figure("  same, p99", "ms", 3.0, "<=", "ratio"))),
     (takeover_seconds, (Figure(f"failover: owner killed -> standby acting (TTL {TTL:g} s)", "s", TTL + 1.0, "<="),)),
-    (month, (Figure("simulated month of one-minute demand, 100 providers", "s", 60.0, "<="),)),
+    # Its ratio: simulated seconds per wall second (it has no floor).
+    (month, (Figure("simulated month of one-minute demand, 100 providers", "s", 200_000, ">=", "ratio"),)),
     # Last: a thousand providers load the machine for minutes after it.
     (daemon_rss, (Figure("RSS, 1,000 providers and 100,000 instances", "MiB", 150.0, "<="),
                   Figure("  same, from start until every provider is ready", "s", 300.0, "<="))),

@@ -10,6 +10,8 @@ from bench.floors import Measured
 pytestmark = pytest.mark.slow
 
 FIELDS = {"name", "value", "unit", "floor", "ratio", "target", "met"}
+#: What the smoke run of the simulated month simulates (``bench.sim``: a quarter of a day).
+SMOKE_MONTH_SECONDS = 0.25 * 86_400
 
 
 def test_bench_harness_smoke(tmp_path):
@@ -28,9 +30,12 @@ def test_bench_harness_smoke(tmp_path):
         if r["floor"] is not None:
             assert r["floor"] > 0
             assert r["ratio"] == pytest.approx(r["value"] / r["floor"], rel=1e-4), r
+        else:  # the simulated month: simulated seconds per wall second
+            assert r["ratio"] * r["value"] == pytest.approx(SMOKE_MONTH_SECONDS, rel=0.01), r
         assert r["met"] == fig.met(r["ratio"])
     floored = {r["name"] for r in results if r["floor"] is not None}
-    assert {f.name for f in figures if f.judged == "ratio"} == floored
+    assert {f.name for f in figures if f.judged == "ratio"} - floored == {
+        "simulated month of one-minute demand, 100 providers"}
 
 
 def test_a_failing_benchmark_is_reported_and_the_rest_still_run(tmp_path, monkeypatch):
