@@ -334,13 +334,13 @@ def _number(x: float | None, width: int) -> str:
 
 
 def _header(width: int) -> str:
-    return f"{'figure':{width}s} {'value':>12s} {'unit':8s} {'floor':>12s} {'ratio':>9s}  {'target':16s} met"
+    return f"{'figure':{width}s} {'value':>12s} {'unit':8s} {'floor':>12s} {'ratio':>9s}  {'target':18s} met"
 
 
 def _line(row: dict[str, Any], fig: Figure, width: int) -> str:
     value = f"{'failed':>12s}" if row["value"] is None else _number(row["value"], 12)
     return (f"{fig.name:{width}s} {value} {fig.unit:8s} {_number(row['floor'], 12)} {_number(row['ratio'], 9)}  "
-            f"{fig.shown_target():16s} {'met' if row['met'] else 'NOT MET'}")
+            f"{fig.shown_target():18s} {'met' if row['met'] else 'NOT MET'}")
 
 
 def _chosen(only: str | None) -> list[tuple[int, Callable[[Path, bool], Any], tuple[Figure, ...]]]:
