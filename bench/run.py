@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -82,7 +83,7 @@ def journal_throughput(tmp: Path, smoke: bool) -> Measured:
             c.leases.release(lease)
         finally:
             c.close()
-        with sqlite3.connect(path) as conn:
+        with closing(sqlite3.connect(path)) as conn:
             rows = conn.execute(f"SELECT {', '.join(settings.columns)} FROM facts ORDER BY seq").fetchall()
         if len(rows) != n:
             raise RuntimeError(f"journal bench: {len(rows)} rows stored for {n} facts")
