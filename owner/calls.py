@@ -15,13 +15,19 @@ from typing import Any, Protocol
 from messages.scripts import Action, ScriptResult
 
 
-@dataclass(frozen=True, slots=True)
-class Describe:
-    """The provider's ``describe``: its templates or pools, prices and limits."""
+class _OneAtATime:
+    """A purpose of which one call at a time is under way, whatever it carries: its slot is its type."""
+
+    __slots__ = ()
 
     @property
     def slot(self) -> object:
-        return Describe
+        return type(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Describe(_OneAtATime):
+    """The provider's ``describe``: its templates or pools, prices and limits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,45 +42,29 @@ class Carry:
 
 
 @dataclass(frozen=True, slots=True)
-class Poll:
+class Poll(_OneAtATime):
     """``status`` of the requests still under way; ``ids``: the provider's request id -> ours."""
 
     ids: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def slot(self) -> object:
-        return Poll
-
 
 @dataclass(frozen=True, slots=True)
-class List:
+class List(_OneAtATime):
     """``list``: everything the provider holds for us, taken at ``started`` (the orphan search)."""
 
     started: float
 
-    @property
-    def slot(self) -> object:
-        return List
-
 
 @dataclass(frozen=True, slots=True)
-class ScanStatus:
+class ScanStatus(_OneAtATime):
     """The orphan search of a provider without ``list``: ``status`` of every request it ever accepted."""
 
     ids: Mapping[str, str] = field(default_factory=dict)
 
-    @property
-    def slot(self) -> object:
-        return ScanStatus
-
 
 @dataclass(frozen=True, slots=True)
-class CheckReclaims:
+class CheckReclaims(_OneAtATime):
     """``reclaims``: which of the hosts we hold the provider takes back."""
-
-    @property
-    def slot(self) -> object:
-        return CheckReclaims
 
 
 @dataclass(frozen=True, slots=True)

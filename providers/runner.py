@@ -36,6 +36,7 @@ from providers.contract import V2_ACTIONS, ContractError, build_argv, build_inpu
 from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
 from providers.output import cleaned
 from providers.pool import ScriptPool
+from providers.spawning import spawn
 
 log = logging.getLogger(__name__)
 
@@ -343,32 +344,7 @@ class ScriptRunner:
 
     def _spawn(self, argv: list[str], env: dict[str, str]) -> tuple[_Process, int, int]:
         """Start the script in its own process group; returns it with the read ends of stdout and stderr."""
-        out_r, out_w = os.pipe()  # both ends close-on-exec: no other script inherits them
-        err_r, err_w = os.pipe()
-        actions: list[tuple[Any, ...]] = [
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, out_w, 1),
-            (os.POSIX_SPAWN_DUP2, err_w, 2),
-        ]
-        actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in (out_r, out_w, err_r, err_w) if fd > 2]
-        try:
-            pid = os.posix_spawn(
-                argv[0],
-                argv,
-                env,
-                file_actions=actions,
-                setpgroup=0,
-                # Python ignores SIGPIPE and SIGXFSZ; an ignored signal stays ignored across exec.
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-                setsigmask=(),
-            )
-        except OSError:
-            os.close(out_r)
-            os.close(err_r)
-            raise
-        finally:
-            os.close(out_w)
-            os.close(err_w)
+        pid, _, out_r, err_r = spawn(argv, env)
         proc = _Process(pid)
         with self._lock:
             self._running.add(proc)

@@ -27,15 +27,7 @@ from typing import Any
 from providers.ec2.clients import Clients
 from providers.ec2.errors import CAPACITY, CAPACITY_CODES, CONFIG, ProviderError, aws_code, capacity_like
 from providers.ec2.inputs import RequestIn, read
-from providers.ec2.instances import (
-    CLUSTER_TAG,
-    TEMPLATE_TAG,
-    TOKEN_TAG,
-    Instance,
-    by_token,
-    launch_result,
-    machine,
-)
+from providers.ec2.instances import CLUSTER_TAG, TEMPLATE_TAG, TOKEN_TAG, Instance, by_token, launch_result, machine
 from providers.ec2.request_ids import Launch
 from providers.ec2.settings import Settings, TemplateSettings
 

@@ -13,7 +13,8 @@ import os
 import select
 import signal
 import threading
-from typing import Any
+
+from providers.spawning import spawn as spawn_group
 
 
 class ServeProcess:
@@ -72,40 +73,13 @@ class ServeProcess:
 
 
 def spawn(argv: list[str], env: dict[str, str]) -> ServeProcess:
-    """Start ``argv`` in its own process group with pipes on stdin, stdout and stderr.
+    """Start ``argv`` in its own process group with pipes on stdin, stdout and stderr (``providers.spawning``).
 
-    The daemon's ends are non-blocking and close-on-exec (no other script
-    inherits them). Raises ``OSError`` when the program cannot be started.
+    The daemon's ends are non-blocking. Raises ``OSError`` when the program cannot be started.
     """
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    child = (in_r, out_w, err_w)
+    pid, in_w, out_r, err_r = spawn_group(argv, env, stdin=True)
+    assert in_w is not None
     ours = (in_w, out_r, err_r)
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_DUP2, in_r, 0),
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_DUP2, err_w, 2),
-    ]
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in (*child, *ours) if fd > 2]
-    try:
-        pid = os.posix_spawn(
-            argv[0],
-            argv,
-            env,
-            file_actions=actions,
-            setpgroup=0,
-            # Python ignores SIGPIPE and SIGXFSZ; an ignored signal stays ignored across exec.
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-            setsigmask=(),
-        )
-    except OSError:
-        for fd in ours:
-            os.close(fd)
-        raise
-    finally:
-        for fd in child:
-            os.close(fd)
     for fd in ours:
         os.set_blocking(fd, False)
     return ServeProcess(pid, in_w, out_r, err_r)
