@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from messages.demand import BundleItem, HostItem, UnitItem
 from messages.description import AttrValue
 from messages.records import ProviderRecord
+from policy.explain import why_not
 from policy.matching import Selector
 
 
@@ -82,6 +83,7 @@ class Catalog:
     def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
         self.descriptions = {name: rec.description for name, rec in providers.items() if rec.description}
         self._ranked: dict[tuple, tuple[list[Offer], list[str]]] = {}
+        self._why: dict[tuple, str] = {}
 
     def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
         """True while the providers' descriptions are the ones this catalog was built from."""
@@ -100,6 +102,15 @@ class Catalog:
         if found is None:
             found = self._ranked[key] = self._rank(item)
         return found
+
+    def why_not(self, item: Item, provider: str) -> str:
+        """Why ``provider`` cannot serve ``item``, in words (``policy.explain``); "" when it can."""
+        key = (wants(item), tuple(sorted(item.resources.items())) if isinstance(item, BundleItem) else (), provider)
+        said = self._why.get(key)
+        if said is None:
+            desc = self.descriptions.get(provider)
+            said = self._why[key] = why_not(item, desc) if desc is not None else "not described yet"
+        return said
 
     def _rank(self, item: Item) -> tuple[list[Offer], list[str]]:
         offers: list[Offer] = []

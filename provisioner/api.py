@@ -29,6 +29,7 @@ from provisioner.apimodels import (
     AuditVerified,
     CostRow,
     DecisionRow,
+    DemandStored,
     Error,
     Health,
     HostEventBody,
@@ -271,12 +272,16 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
 
     # --- the scheduler's inputs -------------------------------------------------------------
 
-    @app.put("/v1/demand", response_model=DemandSnapshot, responses=_AUTH, tags=["demand"])
-    def put_demand(caller: Scheduler, snapshot: DemandSnapshot) -> DemandSnapshot:
-        """Replace the demand; the controller assigns ``seq`` and ``time``."""
+    @app.put("/v1/demand", response_model=DemandStored, responses=_AUTH, tags=["demand"])
+    def put_demand(caller: Scheduler, snapshot: DemandSnapshot) -> dict[str, Any]:
+        """Replace the demand; the controller assigns ``seq`` and ``time``. ``warnings`` names items no
+        configured provider can ever serve (stored all the same)."""
         stored = ops.put_demand(snapshot)
         log.info("api: %s put demand %d (%d items)", caller.name, stored.seq, len(stored.items))
-        return stored
+        warnings = ops.demand_warnings(stored)
+        for line in warnings:
+            log.warning("api: demand %d from %s: %s", stored.seq, caller.name, line)
+        return {**stored.to_dict(), "warnings": warnings}
 
     # A name with a line break matches no route at all (the path pattern stops at it): 404.
     @app.post("/v1/hosts/{name:path}/events", response_model=HostEventOut, tags=["demand"],

@@ -10,9 +10,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from messages.demand import HostEventKind, Name
+from messages.demand import DemandSnapshot, HostEventKind, Name
 from messages.description import ProviderDescription
-from messages.facts import Chosen, Rejected
+from messages.facts import Candidate, Chosen, Rejected
 
 T = TypeVar("T")
 
@@ -92,6 +92,8 @@ class DecisionRow(BaseModel):
     chosen: list[Chosen]
     rejected: list[Rejected]
     note: str
+    #: Every candidate in rank order (the first ones), with what it took or why not.
+    candidates: list[Candidate]
 
 
 class OrphanRow(BaseModel):
@@ -188,3 +190,10 @@ class Liveness(BaseModel):
     status: str
     #: The daemon's version (the installed package's).
     version: str
+
+
+class DemandStored(DemandSnapshot):
+    """The demand as stored, and warnings about items no configured provider can ever serve (stored all
+    the same: the scheduler's demand is the scheduler's)."""
+
+    warnings: list[str] = Field(default_factory=list)

@@ -39,6 +39,7 @@ from provisioner.auth import TokensError
 from provisioner.checkconfig import check_config_main
 from provisioner.client import ClientError, Remote, read_token
 from provisioner.demo import default_home, demo_config, sim_admin
+from provisioner.explained import decisions_text
 from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
 from provisioner.readmodel import ReadModel
 from provisioner.version import version
@@ -123,7 +124,8 @@ class Direct:
         return d.to_dict() if d else None
 
     def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]:
-        return self.ops.put_demand(snapshot).to_dict()
+        stored = self.ops.put_demand(snapshot)
+        return {**stored.to_dict(), "warnings": self.ops.demand_warnings(stored)}
 
     def host_event(self, name: str, event: str, provider: str | None = None) -> dict[str, Any]:
         return self.ops.host_event(name, event, provider)  # type: ignore[arg-type]
@@ -205,6 +207,8 @@ def cmd_demand_put(args: argparse.Namespace) -> int:
     with _closing(_source(args)) as s:
         stored = s.put_demand(snapshot)
     print(f"demand {stored['seq']} stored: {len(stored['items'])} items")
+    for line in stored.get("warnings", []):
+        print(f"provisioner: warning: {line}", file=sys.stderr)
     return 0
 
 
@@ -276,6 +280,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     where = {f: getattr(args, f) for f in VIEWS[args.view].filters if getattr(args, f, None) is not None}
     with _closing(_source(args)) as s:
         rows = s.rows(args.view, **where)
+    if args.view == "decisions" and args.output != "json":
+        print(decisions_text(rows))  # a block per decision: its candidates do not fit a table
+        return 0
     _emit(rows, args.output, HIDDEN.get(args.view, ()))
     return 0
 

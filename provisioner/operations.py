@@ -20,6 +20,7 @@ from messages.states import GRANT, INSTANCE
 from persistence.host_names import live_providers
 from persistence.port import Controller
 from persistence.projection import Projection
+from policy.explain import unservable
 from provisioner import views
 from provisioner.audit import AuditLog
 from provisioner.readmodel import ReadModel
@@ -33,6 +34,9 @@ HOST_RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_p
 GRANT_RETURNABLE = frozenset(s for s, dsts in GRANT.edges.items() if "return_planned" in dsts)
 
 log = logging.getLogger(__name__)
+
+#: Warnings about a demand's items that no provider can serve, at most (the rest counted).
+WARNED = 20
 
 #: Commits facts and returns them as accepted, or raises ``CommitFailed``.
 Commit = Callable[[list[Fact]], list[Fact]]
@@ -124,6 +128,14 @@ class Operations:
             raise TooLarge(f"demand: {len(snapshot.items)} items, more than policy.max_demand_items "
                            f"({self.max_demand_items}); nothing stored")
         return self.controller.put_demand(snapshot)
+
+    def demand_warnings(self, snapshot: DemandSnapshot) -> list[str]:
+        """Items no configured provider can ever serve, as their descriptions say (the first ``WARNED``)."""
+        with self.read_model.current() as p:
+            found = unservable(snapshot, p.providers)
+        if len(found) > WARNED:
+            found = found[:WARNED] + [f"{len(found) - WARNED} more items no provider can serve"]
+        return found
 
     def host_event(self, name: str, event: HostEventKind, provider: str | None = None) -> dict[str, Any]:
         """Record a host event, once it is clear whose host it is.
