@@ -223,7 +223,8 @@ class LeaseActor(Actor):
         h.revoked.set()
         self.ticker.remove(h.ref)
         h.ref.stop(block=False)
-        log.warning("lease %s (fence %d) given up: %s", name, h.lease.fence, reason)
+        # Given back on a clean stop is no trouble; lost while running is worth a warning.
+        (log.info if release else log.warning)("lease %s (fence %d) given up: %s", name, h.lease.fence, reason)
         if release:
             h.ref.stop(block=True, timeout=10)
             try:
