@@ -42,6 +42,7 @@ from provisioner.demo import default_home, demo_config, sim_admin
 from provisioner.explained import decisions_text
 from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
 from provisioner.readmodel import ReadModel
+from provisioner.stores import WHERE, NoStore, check_run_store, missing_sqlite, nothing_here
 from provisioner.version import version
 
 log = logging.getLogger("provisioner")
@@ -77,17 +78,35 @@ def resolve_config(arg: str | None) -> tuple[Config, Path, bool]:
     return cfg, home, False
 
 
-def _direct(args: argparse.Namespace) -> tuple[str, Path, Config | None]:
-    """The controller URL, the daemon's home (where its audit log is) and its config, for direct access."""
+def _direct(args: argparse.Namespace, store: bool = True) -> tuple[str, Path, Config | None]:
+    """The controller URL, the daemon's home (where its audit log is) and its config, for direct access.
+
+    A command that only reads (``reads_only``) never invents the store it reads: with no config, no
+    controller and no state in the default home, or with a SQLite file that is not there, it says so
+    (``store``: whether the command reads the store at all; the audit log lives in the home).
+    """
+    reads = getattr(args, "reads_only", False) and store
     if args.controller and not args.config:
-        return args.controller, default_home(), None
+        url, home, cfg = args.controller, default_home(), None
+        if reads and (missing := missing_sqlite(url)) is not None:
+            raise CliError(f"--controller {url}: no such database file {missing}: nothing to show "
+                           "(a view creates no store)")
+        return url, home, cfg
     path = _config_path(args.config)
     if path is None:
-        return f"sqlite:///{(default_home() / 'state.db').resolve()}", default_home(), None
+        home = default_home()
+        url = f"sqlite:///{(home / 'state.db').resolve()}"
+        if reads and missing_sqlite(url) is not None:
+            raise CliError(nothing_here(home))
+        return url, home, None
     if not path.exists():
         raise CliError(f"{path}: no such config file")
     cfg = load_config(path, check_files=False)
-    return args.controller or cfg.controller.url, cfg.home or default_home(), cfg
+    url = args.controller or cfg.controller.url
+    if reads and (missing := missing_sqlite(url)) is not None:
+        raise CliError(f"{path}: controller.url names {missing}, which does not exist: nothing to show "
+                       "(a view creates no store; has the daemon run with this config?)")
+    return url, cfg.home or default_home(), cfg
 
 
 class Direct:
@@ -183,6 +202,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     fix_mmap_threshold()
     cfg, home, is_demo = resolve_config(args.config)
+    if not is_demo:
+        check_run_store(cfg.controller.url, home)
     home.mkdir(parents=True, exist_ok=True)
     with stop_signals() as done:
         controller = connect(cfg, done)
@@ -313,7 +334,10 @@ def _audit_reader(args: argparse.Namespace) -> tuple[Any, Any]:
     remote = _remote(args)
     if remote is not None:
         return remote.audit, remote.audit_verify
-    _, home, _ = _direct(args)
+    _, home, _ = _direct(args, store=False)
+    if not (home / "audit.log").exists():
+        raise CliError(f"no audit log in {home} (audit.log): nothing written there yet. Give {WHERE} for "
+                       "the daemon's")
     log_ = AuditLog(home / "audit.log")
     return (lambda after, limit: log_.read(after=after, limit=limit)), (lambda: log_.verify().to_dict())
 
@@ -513,7 +537,7 @@ def parser() -> argparse.ArgumentParser:
     p = demand.add_parser("put", help="replace the demand with a snapshot (JSON or YAML file, or - for stdin)")
     p.add_argument("file")
     p.set_defaults(fn=cmd_demand_put)
-    out(demand.add_parser("show", help="show the current demand")).set_defaults(fn=cmd_demand_show)
+    out(demand.add_parser("show", help="show the current demand")).set_defaults(fn=cmd_demand_show, reads_only=True)
     p = sub.add_parser("host", help="report a host event as the scheduler would")
     p.add_argument("event", choices=["joined", "idle", "busy"])
     p.add_argument("name", help="the machine name the provider reported")
@@ -529,7 +553,7 @@ def parser() -> argparse.ArgumentParser:
         p = out(sub.add_parser(name, help=f"list {name}"))
         for field in view.filters:
             p.add_argument(f"--{field}", help=f"only rows with this {field}")
-        p.set_defaults(fn=cmd_view, view=name)
+        p.set_defaults(fn=cmd_view, view=name, reads_only=True)
     provider = sub.add_parser("provider", help="steer a provider").add_subparsers(dest="provider", required=True)
     for action, text in (("pause", "stop new requests"), ("resume", "undo pause or drain"),
                          ("drain", "stop new requests; what it holds goes back as it falls idle")):
@@ -550,7 +574,7 @@ def parser() -> argparse.ArgumentParser:
     p = out(sub.add_parser("plan", help="what one planning round would order for a demand file; writes nothing"))
     p.add_argument("--demand", required=True, help="demand snapshot, JSON or YAML file (- for stdin)")
     p.add_argument("--empty", action="store_true", help="plan as if no supply existed (nothing held or in flight)")
-    p.set_defaults(fn=cmd_plan)
+    p.set_defaults(fn=cmd_plan, reads_only=True)
     p = sub.add_parser("sim", help="evaluate policy offline: replay a demand trace against simulated providers")
     p.add_argument("--config", dest="sim_config", required=True, help="simulator config (see examples/sim.yaml)")
     p.add_argument("--trace", required=True, help="demand trace, JSON lines (see docs/offline-evaluation.md)")
@@ -602,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     except (CliError, ControllerUnavailable, ValueError, ClientError, TokensError, ApiStartError, NotFound,
-            Conflict, CommitFailed, AuditError) as exc:
+            Conflict, CommitFailed, AuditError, NoStore) as exc:
         print(f"provisioner: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
