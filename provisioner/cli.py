@@ -37,6 +37,7 @@ from provisioner.apiserver import ApiStartError
 from provisioner.audit import GENESIS, AuditError, AuditLog, follow
 from provisioner.auth import TokensError
 from provisioner.checkconfig import check_config_main
+from provisioner.cli_options import BadLogLevel, add_global, log_format, log_level, shared
 from provisioner.client import ClientError, Remote, read_token
 from provisioner.demo import default_home, demo_config, sim_admin
 from provisioner.explained import decisions_text
@@ -394,12 +395,14 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from sim.report import simulate, table, variants, write_outputs
     from sim.trace import read_trace
 
-    _, raw = load_sim_config(Path(args.sim_config))
+    if not args.config:
+        raise CliError("sim: give --config FILE: a simulator config (examples/sim.yaml) or the daemon's own")
+    _, raw = load_sim_config(Path(args.config))
     trace = read_trace(Path(args.trace))
     chosen = variants(args.policy_set, args.compare)
     results = simulate(raw, trace, chosen, "--policy-set/--compare")
     out = Path(args.out)
-    written = write_outputs(out, results, trace, args.sim_config, plots=not args.no_plots)
+    written = write_outputs(out, results, trace, args.config, plots=not args.no_plots)
     print(f"{trace.file}: {len(trace.steps)} steps over {trace.span / 3600:.1f} h, {len(results)} variant(s)")
     print(table(results))
     print(f"wrote {', '.join(str(p.relative_to(out)) for p in written)} in {out}")
@@ -511,15 +514,14 @@ class _closing:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="provisioner", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"provisioner {version()}")
-    ap.add_argument("--config", help="config file (default: $PROVISIONER_CONFIG, ./provisioner.yaml, the demo)")
-    ap.add_argument("--controller", help="controller URL, e.g. sqlite:///var/lib/provisioner/state.db")
-    ap.add_argument("--url", help="talk to a running daemon's REST API instead (default: $PROVISIONER_URL)")
-    ap.add_argument("--token-file", help="file holding the bearer token for --url, mode 0600 "
-                                         "(default: $PROVISIONER_TOKEN_FILE)")
-    ap.add_argument("--cacert", help="CA certificate to trust for an https --url")
-    ap.add_argument("--log-level", default=os.environ.get("PROVISIONER_LOG", "INFO"))
-    ap.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("PROVISIONER_LOG_FORMAT", "text"))
+    add_global(ap)
     sub = ap.add_subparsers(dest="command", required=True)
+    common = shared()
+
+    def add(subs: Any, name: str, parents: list[argparse.ArgumentParser] | None = None,
+            **kw: Any) -> argparse.ArgumentParser:
+        """A command's parser, taking the global options after the command too."""
+        return subs.add_parser(name, parents=parents if parents is not None else [common], **kw)
 
     def out(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -529,54 +531,58 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--reason", default="", help="recorded in the fact and the audit log")
         return p
 
-    sub.add_parser("run", help="run the daemon").set_defaults(fn=cmd_run)
-    p = sub.add_parser("check-config", help="check a config file")
+    add(sub, "run", help="run the daemon", description="Run the daemon on the config of --config (else "
+        "$PROVISIONER_CONFIG, else ./provisioner.yaml, else the built-in demo). SIGTERM or Ctrl-C stops it; "
+        "SIGHUP reloads its config.").set_defaults(fn=cmd_run)
+    p = add(sub, "check-config", help="check a config file")
     p.add_argument("file")
     p.set_defaults(fn=cmd_check_config)
-    demand = sub.add_parser("demand", help="put or show the demand").add_subparsers(dest="demand", required=True)
-    p = demand.add_parser("put", help="replace the demand with a snapshot (JSON or YAML file, or - for stdin)")
+    demand = add(sub, "demand", help="put or show the demand").add_subparsers(dest="demand", required=True)
+    p = add(demand, "put", help="replace the demand with a snapshot (JSON or YAML file, or - for stdin)")
     p.add_argument("file")
     p.set_defaults(fn=cmd_demand_put)
-    out(demand.add_parser("show", help="show the current demand")).set_defaults(fn=cmd_demand_show, reads_only=True)
-    p = sub.add_parser("host", help="report a host event as the scheduler would")
+    out(add(demand, "show", help="show the current demand")).set_defaults(fn=cmd_demand_show, reads_only=True)
+    p = add(sub, "host", help="report a host event as the scheduler would")
     p.add_argument("event", choices=["joined", "idle", "busy"])
     p.add_argument("name", help="the machine name the provider reported")
     p.add_argument("--provider", help="whose host it is (needed when two providers have a live host of that name)")
     p.set_defaults(fn=cmd_host)
-    supply = sub.add_parser("supply", help="the scheduler's view of its hosts").add_subparsers(dest="supply",
+    supply = add(sub, "supply", help="the scheduler's view of its hosts").add_subparsers(dest="supply",
                                                                                               required=True)
-    p = supply.add_parser("put", help="replace it with a view (JSON or YAML file, or - for stdin): "
+    p = add(supply, "put", help="replace it with a view (JSON or YAML file, or - for stdin): "
                                       '{"hosts": [{"name", "provider" (optional), "state": "idle" | "busy"}]}')
     p.add_argument("file")
     p.set_defaults(fn=cmd_supply_put)
     for name, view in VIEWS.items():
-        p = out(sub.add_parser(name, help=f"list {name}"))
+        p = out(add(sub, name, help=f"list {name}"))
         for field in view.filters:
             p.add_argument(f"--{field}", help=f"only rows with this {field}")
         p.set_defaults(fn=cmd_view, view=name, reads_only=True)
-    provider = sub.add_parser("provider", help="steer a provider").add_subparsers(dest="provider", required=True)
+    provider = add(sub, "provider", help="steer a provider").add_subparsers(dest="provider", required=True)
     for action, text in (("pause", "stop new requests"), ("resume", "undo pause or drain"),
                          ("drain", "stop new requests; what it holds goes back as it falls idle")):
-        p = why(provider.add_parser(action, help=f"{text} (its owner carries it out)"))
+        p = why(add(provider, action, help=f"{text} (its owner carries it out)"))
         p.add_argument("name")
         p.set_defaults(fn=cmd_steer, action=action)
-    instance = sub.add_parser("instance", help="act on a host").add_subparsers(dest="instance", required=True)
-    p = why(instance.add_parser("return", help="give a host back (its owner carries it out)"))
+    instance = add(sub, "instance", help="act on a host").add_subparsers(dest="instance", required=True)
+    p = why(add(instance, "return", help="give a host back (its owner carries it out)"))
     p.add_argument("id", help="PROVIDER/MACHINE_ID, a machine id or a host name")
     p.set_defaults(fn=cmd_return_instance)
-    orphan = sub.add_parser("orphan", help="act on an orphan").add_subparsers(dest="orphan", required=True)
-    p = why(orphan.add_parser("return", help="give back an orphaned host or grant"))
+    orphan = add(sub, "orphan", help="act on an orphan").add_subparsers(dest="orphan", required=True)
+    p = why(add(orphan, "return", help="give back an orphaned host or grant"))
     p.add_argument("id", help="its id in the orphans list")
     p.set_defaults(fn=cmd_return_orphan)
-    p = sub.add_parser("schema", help="print the JSON Schema of a demand snapshot, a host event or a fact")
+    p = add(sub, "schema", help="print the JSON Schema of a demand snapshot, a host event or a fact")
     p.add_argument("what", choices=["demand", "host-event", "fact"])
     p.set_defaults(fn=cmd_schema)
-    p = out(sub.add_parser("plan", help="what one planning round would order for a demand file; writes nothing"))
+    p = out(add(sub, "plan", help="what one planning round would order for a demand file; writes nothing"))
     p.add_argument("--demand", required=True, help="demand snapshot, JSON or YAML file (- for stdin)")
     p.add_argument("--empty", action="store_true", help="plan as if no supply existed (nothing held or in flight)")
     p.set_defaults(fn=cmd_plan, reads_only=True)
-    p = sub.add_parser("sim", help="evaluate policy offline: replay a demand trace against simulated providers")
-    p.add_argument("--config", dest="sim_config", required=True, help="simulator config (see examples/sim.yaml)")
+    p = add(sub, "sim", help="evaluate policy offline: replay a demand trace against simulated providers",
+            parents=[shared(skip=("--config",))])
+    p.add_argument("--config", default=argparse.SUPPRESS,
+                   help="simulator config (see examples/sim.yaml), or the daemon's own config file")
     p.add_argument("--trace", required=True, help="demand trace, JSON lines (see docs/offline-evaluation.md)")
     p.add_argument("--policy-set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a setting for every run, e.g. idle_time=5m or budget.max_hosts=50")
@@ -585,8 +591,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for report.json, series.csv and the plots")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.set_defaults(fn=cmd_sim)
-    trace = sub.add_parser("trace", help="demand traces").add_subparsers(dest="trace", required=True)
-    p = trace.add_parser("generate", help="write a synthetic trace: daily cycle, weekends, bursts, seeded")
+    trace = add(sub, "trace", help="demand traces").add_subparsers(dest="trace", required=True)
+    p = add(trace, "generate", help="write a synthetic trace: daily cycle, weekends, bursts, seeded")
     p.add_argument("--out", required=True, help="trace file to write")
     p.add_argument("--hosts", action="append", default=[], metavar="ID:PEAK[:BASE[:SELECT]]",
                    help="a host item, e.g. batch:40:4:ncpus>=16;type=X86_64")
@@ -607,19 +613,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lost", action="append", default=[], metavar="PROVIDER:PER_DAY",
                    help="the provider takes hosts back at random, PER_DAY on average")
     p.set_defaults(fn=cmd_trace_generate)
-    audit = out(sub.add_parser("audit", help="show the audit log, or check its hash chain"))
+    audit = out(add(sub, "audit", help="show the audit log, or check its hash chain"))
     audit.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are written")
     audit.add_argument("--limit", type=int, default=50, help="how many of the last lines (default 50)")
     audit.set_defaults(fn=cmd_audit)
     check = audit.add_subparsers(dest="audit")
-    out(check.add_parser("verify", help="check the hash chain; exit 1 if it is broken")).set_defaults(
+    out(add(check, "verify", help="check the hash chain; exit 1 if it is broken")).set_defaults(
         fn=cmd_audit_verify)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging_setup.setup(args.log_level, args.log_format)
+    try:
+        logging_setup.setup(log_level(args.log_level), log_format(args.log_format))
+    except BadLogLevel as exc:
+        print(f"provisioner: {exc}", file=sys.stderr)
+        return 2
     try:
         return args.fn(args)
     except ConfigError as exc:
