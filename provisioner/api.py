@@ -43,6 +43,7 @@ from provisioner.apimodels import (
     ResourceRow,
 )
 from provisioner.audit import AuditError
+from provisioner.jsonbodies import JsonBodies
 from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
@@ -115,6 +116,7 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
                   description="Providers, requests, instances, resources, costs, decisions, orphans and demand "
                               "of a provisioner cluster; the scheduler's inputs; operators' actions.",
                   docs_url=None, redoc_url=None, dependencies=[Depends(_known_query)])
+    app.add_middleware(JsonBodies)
     bearer = HTTPBearer(auto_error=False, description="A token from the daemon's tokens file (api.tokens)")
 
     def access(allowed: frozenset[str], what: str) -> Callable[..., Caller]:
