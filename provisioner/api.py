@@ -46,7 +46,7 @@ from provisioner.audit import AuditError
 from provisioner.jsonbodies import JsonBodies
 from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
 from provisioner.metrics import Metrics
-from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
+from provisioner.operations import BadFilter, CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
 from provisioner.version import version
 from provisioner.views import BadCursor
 
@@ -163,6 +163,10 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         if exc.status_code == 400:  # FastAPI could not even decode the body (not UTF-8, say)
             return _error(422, "body: cannot be read as JSON", [{"field": "body", "message": str(exc.detail)}])
         return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(BadFilter)
+    async def _bad_filter(_: Request, exc: BadFilter) -> JSONResponse:
+        return _error(422, f"query.{exc.field}: {exc}", [{"field": f"query.{exc.field}", "message": str(exc)}])
 
     @app.exception_handler(BadCursor)
     async def _cursor(_: Request, exc: BadCursor) -> JSONResponse:

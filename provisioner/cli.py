@@ -556,7 +556,9 @@ def parser() -> argparse.ArgumentParser:
     for name, view in VIEWS.items():
         p = out(add(sub, name, help=f"list {name}"))
         for field in view.filters:
-            p.add_argument(f"--{field}", help=f"only rows with this {field}")
+            allowed = view.choices.get(field)
+            p.add_argument(f"--{field}", choices=allowed, metavar=field.upper() if allowed else None,
+                           help=f"only rows with this {field}" + (f": {', '.join(allowed)}" if allowed else ""))
         p.set_defaults(fn=cmd_view, view=name, reads_only=True)
     provider = add(sub, "provider", help="steer a provider").add_subparsers(dest="provider", required=True)
     for action, text in (("pause", "stop new requests"), ("resume", "undo pause or drain"),

@@ -16,7 +16,7 @@ from typing import Any, Callable, Literal, Mapping, NamedTuple
 from lease.port import Lease
 from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
 from messages.facts import Fact, Order, Payload, ProviderAdmin, make_fact
-from messages.states import GRANT, INSTANCE
+from messages.states import GRANT, INSTANCE, REQUEST, StateMachine
 from persistence.host_names import live_providers
 from persistence.port import Controller
 from persistence.projection import Projection
@@ -68,22 +68,56 @@ class Scope(NamedTuple):
 
 
 class View(NamedTuple):
-    """One list: its cursor key, the fields it can be filtered on, and how to compute its rows."""
+    """One list: its cursor key, the fields it can be filtered on, and how to compute its rows.
+
+    ``choices``: the values a filter can take, where they are a closed set (states, kinds): a
+    misspelt one is an error listing them, never an empty list that looks like "none".
+    """
 
     key: str
     filters: tuple[str, ...]
     rows: Callable[[Projection, Scope], list[dict[str, Any]]]
+    choices: Mapping[str, tuple[str, ...]] = {}
 
 
+def _states(machine: StateMachine) -> tuple[str, ...]:
+    """A state machine's states in the order its table declares them (its life, mostly)."""
+    seen = dict.fromkeys(machine.edges)
+    for dsts in machine.edges.values():
+        seen.update(dict.fromkeys(dsts))
+    return tuple(seen)
+
+
+KINDS = ("hosts", "units")
 VIEWS: dict[str, View] = {
-    "providers": View("name", ("kind", "status", "owner"), lambda p, s: views.provider_details(p, s.leases, s.now)),
-    "requests": View("id", ("provider", "state", "action", "kind"), lambda p, s: views.requests(p)),
-    "instances": View("id", ("provider", "state", "template"), lambda p, s: views.instances(p, s.now)),
+    "providers": View("name", ("kind", "status", "owner"), lambda p, s: views.provider_details(p, s.leases, s.now),
+                      {"kind": KINDS, "status": ("active", "degraded", "paused", "drained", "disabled")}),
+    "requests": View("id", ("provider", "state", "action", "kind"), lambda p, s: views.requests(p),
+                     {"state": _states(REQUEST), "action": ("request", "return"), "kind": KINDS}),
+    "instances": View("id", ("provider", "state", "template"), lambda p, s: views.instances(p, s.now),
+                      {"state": _states(INSTANCE)}),
     "resources": View("name", ("provider",), lambda p, s: views.resources(p)),
     "costs": View("provider", ("provider",), lambda p, s: views.costs(p, s.now, s.billing_units)),
     "decisions": View("seq", ("item",), lambda p, s: views.decisions(p)),
-    "orphans": View("id", ("provider", "kind", "state"), lambda p, s: views.orphans(p, s.now)),
+    "orphans": View("id", ("provider", "kind", "state"), lambda p, s: views.orphans(p, s.now),
+                    {"kind": ("instance", "grant", "request"), "state": ("orphaned", "timed_out", "failed")}),
 }
+
+
+class BadFilter(ValueError):
+    """A filter value outside its closed set; ``field`` names the filter."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_filters(view: str, where: Mapping[str, Any]) -> None:
+    """Refuse a filter value the view's rows can never have, listing the ones they can."""
+    for name, allowed in VIEWS[view].choices.items():
+        value = where.get(name)
+        if value is not None and str(value) not in allowed:
+            raise BadFilter(name, f"{name} {value!r}: {view} have no such {name}; one of: {', '.join(allowed)}")
 
 
 class Operations:
@@ -107,6 +141,7 @@ class Operations:
              limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """A page of one view's rows; raises ``views.BadCursor`` for an unknown ``after``."""
         v = VIEWS[view]
+        check_filters(view, where or {})
         scope = Scope(self.controller.leases.all() if view == "providers" else [], self.clock(), self.billing_units)
         with self.read_model.current() as p:
             rows = v.rows(p, scope)
