@@ -221,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    return check_config_main(args.file)
+    return check_config_main(args.file, check_files=not args.no_file_checks)
 
 
 def cmd_demand_put(args: argparse.Namespace) -> int:
@@ -536,6 +536,9 @@ def parser() -> argparse.ArgumentParser:
         "SIGHUP reloads its config.").set_defaults(fn=cmd_run)
     p = add(sub, "check-config", help="check a config file")
     p.add_argument("file")
+    p.add_argument("--no-file-checks", action="store_true",
+                   help="leave out the checks of the files it names (scripts, env files, tokens, TLS): for a "
+                        "config written for another host, or the example on a fresh machine")
     p.set_defaults(fn=cmd_check_config)
     demand = add(sub, "demand", help="put or show the demand").add_subparsers(dest="demand", required=True)
     p = add(demand, "put", help="replace the demand with a snapshot (JSON or YAML file, or - for stdin)")
