@@ -98,6 +98,9 @@ class Order(SupplyChange):
 
     kind: Literal["order"] = "order"
     reason: str = ""
+    #: An operator's drain (a host return): a busy host goes back once its work ends, where an
+    #: operator's return forces it at once.
+    when_idle: bool = False
     #: A packed order (bundle items): its hosts grouped by the bundles each carries, fullest
     #: first; hosts beyond them (rounded up to the provider's granularity) carry none. The
     #: bundles ride on the order so that supply in flight counts them, and a clamp knows which

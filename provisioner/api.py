@@ -27,6 +27,7 @@ from provisioner.apimodels import (
     ActionResult,
     AuditPage,
     AuditVerified,
+    BulkResult,
     CostRow,
     DecisionRow,
     DemandStored,
@@ -43,6 +44,7 @@ from provisioner.apimodels import (
     ResourceRow,
 )
 from provisioner.audit import AuditError
+from provisioner.bulk import Bulk, BulkBody, BulkFilter, NoFilter
 from provisioner.jsonbodies import JsonBodies
 from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
 from provisioner.metrics import Metrics
@@ -163,6 +165,10 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         if exc.status_code == 400:  # FastAPI could not even decode the body (not UTF-8, say)
             return _error(422, "body: cannot be read as JSON", [{"field": "body", "message": str(exc.detail)}])
         return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(NoFilter)
+    async def _no_filter(_: Request, exc: NoFilter) -> JSONResponse:
+        return _error(422, f"body: {exc}", [{"field": "body", "message": str(exc)}])
 
     @app.exception_handler(BadFilter)
     async def _bad_filter(_: Request, exc: BadFilter) -> JSONResponse:
@@ -327,6 +333,23 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
     for action in ("pause", "resume", "drain"):
         app.post(f"/v1/providers/{{name}}/{action}", response_model=ActionResult, status_code=202,
                  responses=_ACTION, tags=["actions"], name=f"{action}_provider")(steer(action))  # type: ignore[arg-type]
+
+    def bulk(action: Bulk) -> Callable[..., dict[str, Any]]:
+        def run(caller: Operator, body: BulkBody) -> dict[str, Any]:
+            f = BulkFilter.model_validate(body.model_dump(include=set(BulkFilter.model_fields)))
+            result = ops.bulk(action, f, body.reason, caller.name, dry_run=body.dry_run)
+            log.info("api: %s: %s", caller.name, result["message"])
+            return result
+
+        run.__doc__ = (f"{action.capitalize()} every host the filters match (all of them at once): `state`, "
+                       "`provider`, `older_than` (a duration), `name` (a glob), or `all`; `dry_run` writes nothing. "
+                       + ("Busy hosts go back at once." if action == "return" else
+                          "Each host goes back once it is not busy."))
+        return run
+
+    for action in ("return", "drain"):
+        app.post(f"/v1/instances/{action}", response_model=BulkResult, status_code=202, responses=_ACTION,
+                 tags=["actions"], name=f"{action}_instances")(bulk(action))  # type: ignore[arg-type]
 
     @app.post("/v1/instances/{instance_id:path}/return", response_model=ActionResult, status_code=202,
               responses=_ACTION, tags=["actions"])

@@ -176,6 +176,21 @@ class ActionResult(BaseModel):
     message: str
 
 
+class BulkResult(BaseModel):
+    """What a bulk return or drain did, or with ``dry_run`` would do."""
+
+    action: Literal["return", "drain"]
+    dry_run: bool
+    #: Hosts acted on (or that would be), as the instances view shows them.
+    matched: int
+    hosts: list[InstanceRow]
+    #: Hosts the filter matched that were left alone, by why (``being returned already``, ``requested``).
+    skipped: dict[str, int]
+    #: The order facts written (none on a dry run).
+    facts: list[str]
+    message: str
+
+
 class Error(BaseModel):
     error: str
     fields: list[dict[str, str]] = Field(default_factory=list)

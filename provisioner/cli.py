@@ -32,10 +32,11 @@ from persistence.controller import open_controller
 from persistence.port import Controller
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
-from provisioner import logging_setup
+from provisioner import bulk_cli, logging_setup
 from provisioner.apiserver import ApiStartError
 from provisioner.audit import GENESIS, AuditError, AuditLog, follow
 from provisioner.auth import TokensError
+from provisioner.bulk import Bulk, BulkFilter
 from provisioner.checkconfig import check_config_main
 from provisioner.cli_options import BadLogLevel, add_global, log_format, log_level, shared
 from provisioner.client import ClientError, Remote, read_token
@@ -161,6 +162,9 @@ class Direct:
 
     def return_orphan(self, ident: str, reason: str) -> dict[str, Any]:
         return self.ops.return_orphan(ident, reason, self.by)
+
+    def bulk(self, action: Bulk, f: BulkFilter, reason: str, dry_run: bool) -> dict[str, Any]:
+        return self.ops.bulk(action, f, reason, self.by, dry_run=dry_run)
 
     def close(self) -> None:
         self.controller.close()
@@ -321,6 +325,13 @@ def cmd_return_instance(args: argparse.Namespace) -> int:
         done = s.return_instance(args.id, args.reason)
     print(done["message"])
     return 0
+
+
+def cmd_bulk(args: argparse.Namespace) -> int:
+    """``instances return|drain``: every matching host (``provisioner/bulk_cli.py``)."""
+    with _closing(_source(args)) as s:
+        return bulk_cli.run(args, s, CliError, _table,
+                            lambda doc: print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()))
 
 
 def cmd_return_orphan(args: argparse.Namespace) -> int:
@@ -563,6 +574,8 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument(f"--{field}", choices=allowed, metavar=field.upper() if allowed else None,
                            help=f"only rows with this {field}" + (f": {', '.join(allowed)}" if allowed else ""))
         p.set_defaults(fn=cmd_view, view=name, reads_only=True)
+        if name == "instances":
+            bulk_cli.add_parsers(p, add, why, out, cmd_bulk)
     provider = add(sub, "provider", help="steer a provider").add_subparsers(dest="provider", required=True)
     for action, text in (("pause", "stop new requests"),
                          ("resume", "undo pause or drain, or revive a provider the daemon disabled (script exit 77 "

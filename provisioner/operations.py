@@ -23,6 +23,7 @@ from persistence.projection import Projection
 from policy.explain import unservable
 from provisioner import views
 from provisioner.audit import AuditLog
+from provisioner.bulk import Bulk, BulkFilter, orders, select, summary
 from provisioner.readmodel import ReadModel
 
 Steer = Literal["pause", "resume", "drain"]
@@ -222,7 +223,8 @@ class Operations:
             order = Order(action="return", supply="hosts", machines=[inst.machine_id], count=1,
                           reason=_because(reason, by, "return"))
             provider, key, state = inst.provider, inst.key, inst.state
-        later = " once its work is done" if state == "busy" else ""
+        later = " now, busy as it is (to wait for its work to end: provisioner instances drain)" \
+            if state == "busy" else ""
         return self._write(order, provider, f"return of {key} ordered; the owner of {provider} gives it back{later}")
 
     def return_orphan(self, ident: str, reason: str, by: str) -> dict[str, Any]:
@@ -243,6 +245,20 @@ class Operations:
                           count=grant.count or grant.requested, reason=_because(reason, by, "return"))
             provider = grant.provider
         return self._write(order, provider, f"return of grant {ident} ordered; the owner of {provider} gives it back")
+
+    def bulk(self, action: Bulk, f: BulkFilter, reason: str, by: str, dry_run: bool = False) -> dict[str, Any]:
+        """Return or drain every host ``f`` matches (``provisioner.bulk``); with ``dry_run``, write nothing."""
+        with self.read_model.current() as p:
+            chosen = select(p.instances.values(), f, self.clock())
+            rows = {r["id"]: r for r in views.instances(p, self.clock())}
+        hosts = [rows[i.key] for i in chosen.hosts]
+        accepted: list[Fact] = []
+        if chosen.hosts and not dry_run:
+            now = self.clock()
+            accepted = self.commit([make_fact(order, provider=provider, now=now)
+                                    for provider, order in orders(action, chosen.hosts, _because(reason, by, action))])
+        return {"action": action, "dry_run": dry_run, "matched": len(hosts), "hosts": hosts,
+                "skipped": chosen.skipped, "facts": [f.id for f in accepted], "message": summary(action, chosen, dry_run)}
 
     def _write(self, payload: Payload, provider: str, message: str) -> dict[str, Any]:
         fact = make_fact(payload, provider=provider, now=self.clock())
