@@ -25,6 +25,7 @@ from messages.commands import (
     DemandChanged,
     HostEvents,
     LeaseRevoked,
+    Reconfigure,
     Review,
     Reviewed,
     Subscribe,
@@ -106,6 +107,14 @@ class PlannerActor(Actor):
     @handles(HostEvents)
     def _host_events(self, _: HostEvents) -> None:
         """Owners turn host events into facts; the planner sees those."""
+
+    @handles(Reconfigure)
+    def _reconfigure(self, msg: Reconfigure) -> None:
+        """A reloaded config: the policy, caps and provider limits the next rounds plan with."""
+        cfg = msg.config
+        self.policy = cfg.policy
+        self.settings = plan_settings(cfg.policy, cfg.budget, cfg.providers)
+        self.last_plan = 0.0  # plan again at the next tick, with the new settings
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:

@@ -34,6 +34,7 @@ from messages.commands import (
     DemandChanged,
     HostEvents,
     LeaseRevoked,
+    Reconfigure,
     Subscribe,
     SupplyChanged,
     Tick,
@@ -197,6 +198,23 @@ class ProviderActor(PooledActor, Actor):
     def _tick(self, msg: Tick) -> None:
         if self.ready:
             self._reconcile(msg.now)
+
+    @handles(Reconfigure)
+    def _reconfigure(self, msg: Reconfigure) -> None:
+        """A reloaded config that keeps this owner: its policy, describe overrides and resources.
+
+        (A changed script is not for this owner to take: the lease actor replaces it.) New describe
+        overrides merge into the description at the next describe, which is asked for now.
+        """
+        cfg = msg.config.provider(self.name)
+        if cfg is None:
+            return
+        before = self.s.config
+        self.s = OwnerSettings.of(cfg, msg.config.policy, msg.config.resources)
+        if cfg.describe != before.describe:
+            self.describe_due = 0.0
+        if self.ready:
+            self._reconcile(self.clock())
 
     @handles(HostEvents)
     def _host_events(self, msg: HostEvents) -> None:

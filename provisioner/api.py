@@ -40,6 +40,7 @@ from provisioner.apimodels import (
     OrphanRow,
     Page,
     ProviderDetail,
+    Reloaded,
     RequestRow,
     ResourceRow,
 )
@@ -112,8 +113,12 @@ def _known_query(request: Request) -> None:
 
 
 def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None = None,
-               ready: Callable[[], str | None] = lambda: None) -> FastAPI:
-    """The app; ``tokens`` None serves read-only views to anyone (only ever bound to loopback)."""
+               ready: Callable[[], str | None] = lambda: None,
+               reload: Callable[[], dict[str, Any]] | None = None) -> FastAPI:
+    """The app; ``tokens`` None serves read-only views to anyone (only ever bound to loopback).
+
+    ``reload``: reads the daemon's config file again (``Daemon.reload``), for ``POST /v1/reload``.
+    """
     app = FastAPI(title="provisioner", version="1",
                   description="Providers, requests, instances, resources, costs, decisions, orphans and demand "
                               "of a provisioner cluster; the scheduler's inputs; operators' actions.",
@@ -367,6 +372,23 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         """Give back an orphaned host or grant (its id in the orphans list)."""
         result = ops.return_orphan(orphan_id, body.reason if body else "", caller.name)
         log.info("api: %s: %s", caller.name, result["message"])
+        return result
+
+    @app.post("/v1/reload", response_model=Reloaded, tags=["actions"],
+              responses={**_AUTH, 404: {"model": Error, "description": "this server reloads no config"},
+                         409: {"model": Error, "description": "the config file is invalid: the running one stays"}})
+    def reload_config(caller: Operator) -> Any:
+        """Read the daemon's config file again and run on it, as SIGHUP does: providers added, removed or
+        changed, policy and budget; an invalid file changes nothing and is answered 409 with its problems."""
+        if reload is None:
+            raise ApiError(404, "this server has no config file to reload")
+        log.info("api: %s asked for a reload", caller.name)
+        result = reload()
+        if not result["ok"]:
+            errors = result["errors"]
+            more = f" ({len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise ApiError(409, f"config not reloaded, the running one stays: {errors[0]}{more}",
+                           [{"field": "config", "message": e} for e in errors])
         return result
 
     # --- audit ----------------------------------------------------------------------------

@@ -191,6 +191,18 @@ class BulkResult(BaseModel):
     message: str
 
 
+class Reloaded(BaseModel):
+    """A config read again and applied (``provisioner/reload.py``)."""
+
+    ok: bool
+    config: str | None
+    #: What changed, one line each.
+    changes: list[str]
+    #: What changed but waits for a restart (instance.id, controller, api, home, script_workers).
+    restart_needed: list[str]
+    errors: list[str]
+
+
 class Error(BaseModel):
     error: str
     fields: list[dict[str, str]] = Field(default_factory=list)

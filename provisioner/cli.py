@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
@@ -32,7 +33,7 @@ from persistence.controller import open_controller
 from persistence.port import Controller
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
-from provisioner import bulk_cli, logging_setup
+from provisioner import bulk_cli, logging_setup, reload_cli
 from provisioner.apiserver import ApiStartError
 from provisioner.audit import GENESIS, AuditError, AuditLog, follow
 from provisioner.auth import TokensError
@@ -43,6 +44,7 @@ from provisioner.client import ClientError, Remote, read_token
 from provisioner.demo import default_home, demo_config, sim_admin
 from provisioner.explained import decisions_text
 from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
+from provisioner.pidfile import pid_file
 from provisioner.readmodel import ReadModel
 from provisioner.stores import WHERE, NoStore, check_run_store, missing_sqlite, nothing_here
 from provisioner.version import version
@@ -210,11 +212,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not is_demo:
         check_run_store(cfg.controller.url, home)
     home.mkdir(parents=True, exist_ok=True)
-    with stop_signals() as done:
+    reload = threading.Event()
+    with stop_signals(reload) as done, pid_file(home):
         controller = connect(cfg, done)
         if controller is None:
             return 0
-        daemon = Daemon(cfg, home, controller=controller, serve_api=True)
+        daemon = Daemon(cfg, home, controller=controller, serve_api=True,
+                        config_file=None if is_demo else _config_path(args.config))
+        daemon.reload_asked = reload
         workload = None
         if is_demo:
             log.info("no config given: running the built-in demo with state in %s", home)
@@ -222,6 +227,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 home, "sim-licenses", "set-in-use", "vcs", str(n)))
             workload.start()
         return daemon.run_until(done, extra_stop=workload.stop if workload else None)
+
+
+def cmd_reload(args: argparse.Namespace) -> int:
+    """Have the running daemon read its config again (``provisioner/reload_cli.py``)."""
+    remote = _remote(args)
+    if remote is not None:
+        return reload_cli.over_rest(remote)
+    return reload_cli.by_signal(_config_path(args.config), default_home())
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -545,6 +558,11 @@ def parser() -> argparse.ArgumentParser:
     add(sub, "run", help="run the daemon", description="Run the daemon on the config of --config (else "
         "$PROVISIONER_CONFIG, else ./provisioner.yaml, else the built-in demo). SIGTERM or Ctrl-C stops it; "
         "SIGHUP reloads its config.").set_defaults(fn=cmd_run)
+    add(sub, "reload", help="have the running daemon read its config again (as SIGHUP does)",
+        description="Have the running daemon read its config file again: providers added, removed or changed, "
+                    "policy and budget, without losing state; an invalid file changes nothing. With --url, through "
+                    "its REST API (POST /v1/reload, an operator token), which answers what changed; else the config "
+                    "is checked here and the daemon on its home gets SIGHUP.").set_defaults(fn=cmd_reload)
     p = add(sub, "check-config", help="check a config file")
     p.add_argument("file")
     p.add_argument("--no-file-checks", action="store_true",
@@ -656,7 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     except (CliError, ControllerUnavailable, ValueError, ClientError, TokensError, ApiStartError, NotFound,
-            Conflict, CommitFailed, AuditError, NoStore) as exc:
+            Conflict, CommitFailed, AuditError, NoStore, reload_cli.ReloadError) as exc:
         print(f"provisioner: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -110,6 +110,9 @@ class Remote:
     def return_orphan(self, ident: str, reason: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/orphans/{_seg(ident)}/return", {"reason": reason})
 
+    def reload(self) -> dict[str, Any]:
+        return self._call("POST", "/v1/reload")
+
     def audit(self, after: str | None, limit: int) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/audit", after=after, limit=limit)["items"]
 

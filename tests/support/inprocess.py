@@ -51,10 +51,10 @@ class InProcess:
 
 @pytest.fixture
 def inprocess(tmp_path: Path) -> Iterator[Callable[..., InProcess]]:
-    """``inprocess(**ops_kw)``: the app over a fresh SQLite controller, every role's token known."""
+    """``inprocess(reload=None, **ops_kw)``: the app over a fresh SQLite controller, every role's token known."""
     made: list[InProcess] = []
 
-    def make(**kw: Any) -> InProcess:
+    def make(reload: Callable[[], dict[str, Any]] | None = None, **kw: Any) -> InProcess:
         c = open_controller(f"sqlite:///{tmp_path / 'state.db'}")
         written: list[Fact] = []
 
@@ -65,7 +65,7 @@ def inprocess(tmp_path: Path) -> Iterator[Callable[..., InProcess]]:
 
         ops = Operations(ReadModel(c), c, commit, audit=None, clock=lambda: NOW, **kw)
         tokens = Tokens([TokenEntry(name=n, role=r, token=t) for r, (n, t) in TOKENS.items()])
-        run = InProcess(c, ops, TestClient(create_app(ops, tokens)), written)
+        run = InProcess(c, ops, TestClient(create_app(ops, tokens, reload=reload)), written)
         made.append(run)
         return run
 
