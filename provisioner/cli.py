@@ -47,6 +47,7 @@ from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Oper
 from provisioner.pidfile import pid_file
 from provisioner.readmodel import ReadModel
 from provisioner.stores import WHERE, NoStore, check_run_store, missing_sqlite, nothing_here
+from provisioner.trace_export import ExportError
 from provisioner.version import version
 
 log = logging.getLogger("provisioner")
@@ -460,6 +461,21 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace_export(args: argparse.Namespace) -> int:
+    """The controller's past demand as a simulator trace (``provisioner/trace_export.py``)."""
+    from config.values import parse_duration
+    from provisioner.trace_export import export_main
+
+    if _remote(args) is not None:
+        raise CliError("trace export reads the controller itself: give --config or --controller, not --url")
+    url, _, _ = _direct(args)
+    try:
+        since, step = parse_duration(args.since), parse_duration(args.step)
+    except ValueError as exc:
+        raise CliError(f"trace export: {exc}") from None
+    return export_main(url, Path(args.out), since, step)
+
+
 def _pair(spec: str, kind: type, form: str) -> tuple[str, Any]:
     name, sep, value = spec.partition(":")
     try:
@@ -651,6 +667,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lost", action="append", default=[], metavar="PROVIDER:PER_DAY",
                    help="the provider takes hosts back at random, PER_DAY on average")
     p.set_defaults(fn=cmd_trace_generate)
+    p = add(trace, "export", help="write the controller's past demand (and what served it) as a trace for sim",
+            description="Write the demand snapshots the controller kept (35 days), with the hosts busy for each "
+                        "item, the license units in use, hosts lost and failovers, as a trace for provisioner sim. "
+                        "Reads the controller itself: give --config or --controller.")
+    p.add_argument("--since", default="30d", help="how far back (default 30d)")
+    p.add_argument("--out", required=True, help="trace file to write")
+    p.add_argument("--step", default="1m", help="time between samples (default 1m)")
+    p.set_defaults(fn=cmd_trace_export, reads_only=True)
     audit = out(add(sub, "audit", help="show the audit log, or check its hash chain"))
     audit.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are written")
     audit.add_argument("--limit", type=int, default=50, help="how many of the last lines (default 50)")
@@ -674,7 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     except (CliError, ControllerUnavailable, ValueError, ClientError, TokensError, ApiStartError, NotFound,
-            Conflict, CommitFailed, AuditError, NoStore, reload_cli.ReloadError) as exc:
+            Conflict, CommitFailed, AuditError, NoStore, reload_cli.ReloadError, ExportError) as exc:
         print(f"provisioner: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
