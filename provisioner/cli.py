@@ -416,19 +416,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_sim(args: argparse.Namespace) -> int:
     """Replay a demand trace against simulated providers under one or more policy variants."""
-    from sim.config import load_sim_config
+    from sim.from_daemon import load_any
     from sim.report import simulate, table, variants, write_outputs
     from sim.trace import read_trace
 
     if not args.config:
         raise CliError("sim: give --config FILE: a simulator config (examples/sim.yaml) or the daemon's own")
-    _, raw = load_sim_config(Path(args.config))
+    _, raw, daemons = load_any(Path(args.config))
+    if daemons:
+        print(f"{args.config}: the daemon's config: {len(raw['providers'])} providers as they describe themselves, "
+              "its policy and budget (instance, controller and api are not used)")
     trace = read_trace(Path(args.trace))
     chosen = variants(args.policy_set, args.compare)
     results = simulate(raw, trace, chosen, "--policy-set/--compare")
     out = Path(args.out)
     written = write_outputs(out, results, trace, args.config, plots=not args.no_plots)
     print(f"{trace.file}: {len(trace.steps)} steps over {trace.span / 3600:.1f} h, {len(results)} variant(s)")
+    for line in dict.fromkeys(w for r in results for w in r.warnings):
+        print(f"warning: {line}")
     print(table(results))
     print(f"wrote {', '.join(str(p.relative_to(out)) for p in written)} in {out}")
     return 0
@@ -437,7 +442,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_trace_generate(args: argparse.Namespace) -> int:
     """Write a synthetic demand trace (daily cycle, bursts, seeded)."""
     from config.values import parse_duration
-    from sim.synth import Shape, generate, parse_load
+    from sim.synth import Shape, generate, parse_load, problems
     from sim.trace import DEFAULT_START, write_trace
 
     loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units] + [
@@ -453,8 +458,9 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
                   bursts_per_day=args.bursts_per_day, burst_size=args.burst_size,
                   failovers=tuple(_pair(f, int, "--failover PROVIDER:COUNT") for f in args.failover),
                   lost=tuple(_pair(x, float, "--lost PROVIDER:PER_DAY") for x in args.lost))
-    if shape.step <= 0 or shape.days <= 0:
-        raise CliError("trace generate: --days and --step must be more than 0")
+    wrong = problems(loads, shape)
+    if wrong:
+        raise CliError("trace generate: " + "; ".join(wrong))
     note = f"provisioner trace generate --seed {args.seed}"
     n = write_trace(Path(args.out), generate(loads, shape, start, args.seed), start, note)
     print(f"{args.out}: {n} steps over {args.days:g} days")
