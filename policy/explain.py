@@ -120,19 +120,21 @@ def _too_small(item: BundleItem, templates: list[Template]) -> str:
 
 
 def unservable(demand: DemandSnapshot, providers: Mapping[str, ProviderRecord]) -> list[str]:
-    """One warning per item that no described provider can serve, whatever its room or status.
+    """One warning per item that no provider can serve, whatever its room or status.
 
-    Providers not described yet cannot be judged; the warning names them, as
-    they may serve the item once they describe themselves.
+    Only once every provider known has described itself: one that has not yet
+    (a daemon starting) may serve the item, and a warning that is wrong at
+    startup teaches operators to ignore the right ones.
     """
+    if not providers or any(r.description is None for r in providers.values()):
+        return []
     described = {n: r.description for n, r in sorted(providers.items()) if r.description is not None}
-    pending = sorted(n for n, r in providers.items() if r.description is None)
     out: list[str] = []
     cache: dict[tuple, str | None] = {}
     for item in demand.items:
         key = _wish(item)
         if key not in cache:
-            cache[key] = _no_one(item, described, pending)
+            cache[key] = _no_one(item, described)
         said = cache[key]
         if said is not None:
             out.append(f"item {item.id}: {said}")
@@ -147,15 +149,14 @@ def _wish(item: Item) -> tuple:
     return ("hosts", item.template, tuple(sorted(item.select.items())))
 
 
-def _no_one(item: Item, described: Mapping[str, ProviderDescription], pending: list[str]) -> str | None:
+def _no_one(item: Item, described: Mapping[str, ProviderDescription]) -> str | None:
     kind = _kind(item)
     same = {n: d for n, d in described.items() if d.kind == kind}
     whys = {n: why_not(item, d) for n, d in same.items()}
     if any(w == "" for w in whys.values()):
         return None
-    later = f" (not described yet: {_named(pending)})" if pending else ""
     if not same:
-        return f"no configured provider offers {kind}{later}"
+        return f"no configured provider offers {kind}"
     said = "; ".join(f"{n}: {w}" for n, w in list(whys.items())[:NAMED])
     more = f"; {len(whys) - NAMED} more" if len(whys) > NAMED else ""
-    return f"no provider can serve it ({said}{more}){later}"
+    return f"no provider can serve it ({said}{more})"

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.description import Template
-from messages.facts import Order
+from messages.records import ProviderRecord
 from persistence.projection import Projection
 from policy.explain import unservable
 from policy.planning import PlanSettings, plan
-from tests.support.policy import T0, demand, failed_request, feed, hosts, units, view
+from tests.support.policy import T0, demand, failed_request, hosts, units, view
 
 SETTINGS = PlanSettings(cooldown=60, join_grace=30, order_timeout=600)
 
@@ -102,8 +102,12 @@ def test_a_demand_no_configured_provider_can_serve_is_named_with_why():
         "item lic: no provider can serve it (sim-licenses: lends no matlab (it lends vcs))",
         "item big: no provider can serve it (sim-hosts: too small: no template holds one bundle (ncpus 4 < 64))",
     ]
-    assert unservable(DemandSnapshot(items=[HostItem(id="fine", count=1)]), {}) == [
-        "item fine: no configured provider offers hosts"]
+    hosts_only = DemandSnapshot(items=[UnitItem(id="lic", count=1, resource="vcs")])
+    assert unservable(hosts_only, {"sim-hosts": provs["sim-hosts"]}) == [
+        "item lic: no configured provider offers units"]
+    starting = {**provs, "new": ProviderRecord(name="new")}
+    assert unservable(snap, starting) == [], "a provider not described yet may serve them: no judgement"
+    assert unservable(snap, {}) == []
 
 
 def test_cooldown_times_read_as_a_clock():
