@@ -16,7 +16,17 @@ from collections.abc import Callable, Sequence
 
 from actors.base import Actor, Tells, handles
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
-from messages.commands import CaughtUp, DemandChanged, HostEvents, Review, Reviewed, Subscribe, SupplyChanged, Tick
+from messages.commands import (
+    CaughtUp,
+    DemandChanged,
+    HostEvents,
+    Reconfigure,
+    Review,
+    Reviewed,
+    Subscribe,
+    SupplyChanged,
+    Tick,
+)
 from persistence.shared import SharedProjection
 from policy.rounds import review_orders
 from policy.settings import plan_settings
@@ -63,6 +73,12 @@ class BudgetActor(Actor):
     @handles(Tick)
     def _tick(self, _: Tick) -> None:
         """Nothing periodic: reviews measure usage when asked."""
+
+    @handles(Reconfigure)
+    def _reconfigure(self, msg: Reconfigure) -> None:
+        """A reloaded config: the caps and provider limits reviews hold orders to."""
+        cfg = msg.config
+        self.settings = plan_settings(cfg.policy, cfg.budget, cfg.providers)
 
     @handles(Review)
     def _review(self, msg: Review) -> None:

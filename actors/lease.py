@@ -37,7 +37,7 @@ from actors.provider import CallsFactory, ProviderActor
 from actors.pumps import Ticker
 from config.models import Config
 from lease.port import Lease
-from messages.commands import Append, LeaseRevoked, Tick
+from messages.commands import Append, LeaseRevoked, Reconfigure, Tick
 from messages.errors import ControllerUnavailable
 from messages.facts import LeaseChanged, make_fact
 from persistence.port import Controller
@@ -136,8 +136,7 @@ class LeaseActor(Actor):
         self.acquire_batch = ACQUIRE_BATCH
         self.held: dict[str, _Held] = {}
         self.last_round = float("-inf")
-        roles = [f"provider:{p}" for p in cfg.instance.serves]
-        self.roles = ([PLANNER] if cfg.instance.planner else []) + roles
+        self.roles = self._roles(cfg)
 
     def on_start(self) -> None:
         self._round()
@@ -167,6 +166,26 @@ class LeaseActor(Actor):
                 self._drop(name, "no successful renewal within the TTL")
                 dropped.add(name)
         return dropped
+
+    @handles(Reconfigure)
+    def _reconfigure(self, msg: Reconfigure) -> None:
+        """A reloaded config: roles no longer served stop, and their leases are released once their actors
+        have stopped; owners whose script changed are replaced; the others are told; new roles are taken."""
+        self.cfg = msg.config
+        self.roles = self._roles(msg.config)
+        restart = {f"provider:{name}" for name in msg.restart}
+        for name in list(self.held):
+            if name not in self.roles:
+                self._drop(name, "no longer served (config reloaded)", release=True)
+            elif name in restart:
+                self._drop(name, "its script changed (config reloaded): a fresh owner takes over", release=True)
+            else:
+                self.held[name].ref.tell(msg)
+        self._round()
+
+    @staticmethod
+    def _roles(cfg: Config) -> list[str]:
+        return ([PLANNER] if cfg.instance.planner else []) + [f"provider:{p}" for p in cfg.instance.serves]
 
     @handles(LeaseRevoked)
     def _revoked(self, msg: LeaseRevoked) -> None:
@@ -316,7 +335,8 @@ class LeaseActor(Actor):
         h.revoked.set()
         self.ticker.remove(h.ref)
         h.ref.stop(block=False)
-        log.warning("lease %s (fence %d) given up: %s", name, h.lease.fence, reason)
+        # Given back on a clean stop is no trouble; lost while running is worth a warning.
+        (log.info if release else log.warning)("lease %s (fence %d) given up: %s", name, h.lease.fence, reason)
         if release:
             h.ref.stop(block=True, timeout=10)
             try:

@@ -25,6 +25,7 @@ from messages.commands import (
     DemandChanged,
     HostEvents,
     LeaseRevoked,
+    Reconfigure,
     Review,
     Reviewed,
     Subscribe,
@@ -111,6 +112,14 @@ class PlannerActor(Actor):
     @handles(SupplyChanged)
     def _supply(self, _: SupplyChanged) -> None:
         """Owners correct their hosts by the scheduler's view; the planner sees the facts they write."""
+
+    @handles(Reconfigure)
+    def _reconfigure(self, msg: Reconfigure) -> None:
+        """A reloaded config: the policy, caps and provider limits the next rounds plan with."""
+        cfg = msg.config
+        self.policy = cfg.policy
+        self.settings = plan_settings(cfg.policy, cfg.budget, cfg.providers)
+        self.last_plan = 0.0  # plan again at the next tick, with the new settings
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from actors.base import Actor, Mandate, Tells, handles
 from actors.pooled import PooledActor
+from actors.repeats import Repeats
 from config.models import PolicyConfig, ProviderConfig, ResourceConfig
 from lease.port import Lease
 from messages.commands import (
@@ -33,6 +34,7 @@ from messages.commands import (
     DemandChanged,
     HostEvents,
     LeaseRevoked,
+    Reconfigure,
     Subscribe,
     SupplyChanged,
     Tick,
@@ -43,7 +45,7 @@ from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
 from owner.effects import Effects, Write
-from owner.health import health
+from owner.health import health, why_degraded
 from owner.hosts import host_events
 from owner.polls import poll
 from owner.scans import Sightings, scan
@@ -62,6 +64,8 @@ log = logging.getLogger(__name__)
 SCAN_EVERY_POLLS = 12
 #: A description is asked for again after this long, or sooner after a failure (with backoff).
 DESCRIBE_EVERY = 3600.0
+#: While describe's failures keep a provider degraded, it is asked again at least this often.
+DEGRADED_DESCRIBE_EVERY = 60.0
 
 #: Makes an owner's port to its provider: (config, work folder, where results go, whether it may still act).
 CallsFactory = Callable[[ProviderConfig, Path, OnDone, Callable[[], bool]], ProviderCalls]
@@ -112,7 +116,10 @@ class ProviderActor(PooledActor, Actor):
         self.last_usage = 0.0
         self.last_scan = 0.0
         self.describe_due = 0.0
-        self.describe_failures = 0
+        #: describe's failures in a row, and the last one's reason (enough of them degrade the provider)
+        self.describe_failed: tuple[int, str] = (0, "")
+        #: repeating failures (a status script printing garbage at every poll) are logged once a minute
+        self.repeats = Repeats()
         self.seen = Sightings()
         self.calls: ProviderCalls | None = None
         #: the scheduler's latest view of its hosts, and who of ours it has stopped listing
@@ -183,6 +190,23 @@ class ProviderActor(PooledActor, Actor):
         if self.ready:
             self._reconcile(msg.now)
 
+    @handles(Reconfigure)
+    def _reconfigure(self, msg: Reconfigure) -> None:
+        """A reloaded config that keeps this owner: its policy, describe overrides and resources.
+
+        (A changed script is not for this owner to take: the lease actor replaces it.) New describe
+        overrides merge into the description at the next describe, which is asked for now.
+        """
+        cfg = msg.config.provider(self.name)
+        if cfg is None:
+            return
+        before = self.s.config
+        self.s = OwnerSettings.of(cfg, msg.config.policy, msg.config.resources)
+        if cfg.describe != before.describe:
+            self.describe_due = 0.0
+        if self.ready:
+            self._reconcile(self.clock())
+
     @handles(HostEvents)
     def _host_events(self, msg: HostEvents) -> None:
         if not self.acting:
@@ -213,7 +237,7 @@ class ProviderActor(PooledActor, Actor):
             return
         p, s, policy = self.p, self.s, self.s.policy
         fx = describe(self.busy) if now >= self.describe_due else Effects()
-        fx += health(p, s, self._port_health(), self.busy)
+        fx += health(p, s, why_degraded(self._port_health(), *self.describe_failed), self.busy)
         fx += step(p, s, now, self.busy, self.inherited_upto)
         if now - self.last_poll >= policy.poll_every and Poll not in self.busy:
             self.last_poll = now
@@ -236,7 +260,9 @@ class ProviderActor(PooledActor, Actor):
     def _carry(self, fx: Effects) -> None:
         """Carry effects out: notes to the log, writes to the journal, calls to the provider."""
         for n in fx.notes:
-            getattr(log, n.level)("%s", n.text)
+            line = self.repeats.say(n.repeats, n.text, self.clock())
+            if line is not None:
+                getattr(log, n.level)("%s", line)
         for w in fx.writes:
             self._write(w)
         for c in fx.calls:
@@ -302,13 +328,21 @@ class ProviderActor(PooledActor, Actor):
                 failpoint(f"{req.action}.after_script")
         now = self.clock()
         fx, self.seen = answer(self.p, self.s, call, result, now, self.busy, self.seen, hosts_of(self.s, self.supply))
+        if result.ok:
+            self.repeats.clear(call.action)
         if call.action == "describe":
-            self._described_at(now, result.ok)
+            self._described_at(now, result.ok, result.reason)
         self._carry(fx)
+        if call.action == "describe":
+            self._reconcile(now)  # a provider whose describe keeps failing (or serves again) says so now
 
-    def _described_at(self, now: float, ok: bool) -> None:
-        """When to describe again: in an hour, or sooner after a failure, backing off."""
-        self.describe_failures = 0 if ok else self.describe_failures + 1
-        self.describe_due = now + (DESCRIBE_EVERY if ok else
-                                   backoff(self.describe_failures, self.s.policy.backoff_max, base=5.0))
+    def _described_at(self, now: float, ok: bool, reason: str) -> None:
+        """When to describe again: in an hour, or sooner after a failure, backing off; while the failures
+        keep the provider degraded, at least once a minute, so it recovers soon after its describe does."""
+        failures = 0 if ok else self.describe_failed[0] + 1
+        self.describe_failed = (failures, "" if ok else reason)
+        wait = DESCRIBE_EVERY if ok else backoff(failures, self.s.policy.backoff_max, base=5.0)
+        if why_degraded("", *self.describe_failed):
+            wait = min(wait, DEGRADED_DESCRIBE_EVERY)
+        self.describe_due = now + wait
 

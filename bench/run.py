@@ -39,10 +39,10 @@ from bench.rss import daemon_rss
 from bench.sim import month
 from bench.spawn import spawn_latency
 from config.models import ProviderConfig
+from lease.etcd_client import put_op
 from messages.demand import DemandSnapshot, HostItem
 from messages.description import ProviderDescription, Template
 from messages.records import ProviderRecord
-from lease.etcd_client import put_op
 from persistence.bench import acquire_bench_lease, fenced_batches, timed_append
 from persistence.controller import open_controller
 from persistence.decoding import stored_fact
@@ -50,7 +50,6 @@ from persistence.projection import Projection
 from persistence.replay import replay
 from policy.planning import Catalog, PlanSettings, plan
 from policy.supply import SupplyView
-
 
 #: Rounds of a figure and its floor, alternated; the best of each is kept (one round in smoke mode).
 ROUNDS = 3

@@ -347,6 +347,11 @@ def delete_op(key: bytes) -> dict[str, Any]:
     return {"request_delete_range": {"key": b64(key)}}
 
 
+def delete_range_op(key: bytes, end: bytes) -> dict[str, Any]:
+    """Delete every key in ``[key, end)``."""
+    return {"request_delete_range": {"key": b64(key), "range_end": b64(end)}}
+
+
 def range_op(key: bytes, end: bytes | None = None, limit: int = 0) -> dict[str, Any]:
     op: dict[str, Any] = {"key": b64(key)}
     if end is not None:

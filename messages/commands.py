@@ -90,6 +90,18 @@ class Reviewed(ActorMessage):
     clamps: list[tuple[str, str]] = Field(default_factory=list)
 
 
+class Reconfigure(ActorMessage):
+    """A reloaded config for the actors that run on it (``provisioner/reload.py``).
+
+    ``config`` is a ``config.models.Config`` (typed loosely: the vocabulary
+    imports nothing above it). ``restart`` names the providers whose owner is
+    to be replaced rather than told (their script changed).
+    """
+
+    config: Any
+    restart: frozenset[str] = frozenset()
+
+
 class LeaseRevoked(ActorMessage):
     name: str
     reason: str

@@ -98,6 +98,9 @@ class Order(SupplyChange):
 
     kind: Literal["order"] = "order"
     reason: str = ""
+    #: An operator's drain (a host return): a busy host goes back once its work ends, where an
+    #: operator's return forces it at once.
+    when_idle: bool = False
     #: A packed order (bundle items): its hosts grouped by the bundles each carries, fullest
     #: first; hosts beyond them (rounded up to the provider's granularity) carry none. The
     #: bundles ride on the order so that supply in flight counts them, and a clamp knows which
@@ -129,6 +132,26 @@ class Rejected(Model):
     reason: str
 
 
+class Candidate(Model):
+    """One offer weighed for an item (a provider's template or pool), and what came of it.
+
+    A decision lists its candidates in rank order, so an operator reads why
+    the need went where it went: what each took, and why the others took
+    nothing (``capacity: room for 0``, ``not needed: covered by aws-east``,
+    ``no template has attribute gpus``).
+    """
+
+    provider: str
+    template: str | None = None
+    resource: str | None = None
+    #: Hosts or units it was given (for a bundle item, hosts carrying its bundles); 0 when none.
+    count: int = 0
+    #: A bundle item's bundles on those hosts.
+    bundles: int | None = None
+    #: Why it took nothing, or less than was left; "" when it took what it was asked.
+    why: str = ""
+
+
 class Decision(Model):
     kind: Literal["decision"] = "decision"
     item: str
@@ -139,6 +162,8 @@ class Decision(Model):
     chosen: list[Chosen] = Field(default_factory=list)
     rejected: list[Rejected] = Field(default_factory=list)
     note: str = ""
+    #: Every candidate in rank order (the first ones; the note counts the rest), while the item needs something.
+    candidates: list[Candidate] = Field(default_factory=list)
 
 
 class BudgetEvent(Model):
@@ -355,7 +380,10 @@ def summary(fact: Fact) -> str:
             return f"{where}order: {p.count} {p.supply} {what} carrying bundles {carried}"
         return f"{where}order: {p.count} {p.supply} {what} for {p.item_id}"
     if isinstance(p, Decision):
-        chosen = ", ".join(f"{c.count} from {c.provider}" for c in p.chosen) or "nothing"
+        chosen = ", ".join(f"{c.count} from {c.provider}" for c in p.chosen)
+        if not chosen:
+            why = "; ".join(f"{c.provider}: {c.why}" for c in p.candidates[:3] if c.why)
+            chosen = f"nothing ({why})" if why else "nothing"
         return f"decision for {p.item}: need {p.need}, in flight {p.in_flight}: {chosen}" + (
             f" ({p.note})" if p.note else "")
     if isinstance(p, ResourceTotalChanged):

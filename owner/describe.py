@@ -23,7 +23,7 @@ def describe(busy: Collection[object]) -> Effects:
 def described(p: Projection, s: OwnerSettings, result: ScriptResult) -> Effects:
     """The description, completed and overridden by the config, written when it changed."""
     if not result.ok:
-        return note("warning", f"provider {s.name}: describe failed: {result.reason}")
+        return note("warning", f"provider {s.name}: describe failed: {result.reason}", repeats="describe")
     try:
         desc = merge_description(s.config, result.output)  # type: ignore[arg-type]
     except ValueError as exc:

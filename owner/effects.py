@@ -74,6 +74,9 @@ class Note:
 
     level: Literal["info", "warning", "error"]
     text: str
+    #: Names a failure that may repeat at every poll (``status``, ``describe`` ...): a driver may log it less
+    #: often, with a count, rather than every time.
+    repeats: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,5 +105,5 @@ def call(c: Call) -> Effects:
     return Effects(calls=(c,))
 
 
-def note(level: Literal["info", "warning", "error"], text: str) -> Effects:
-    return Effects(notes=(Note(level, text),))
+def note(level: Literal["info", "warning", "error"], text: str, repeats: str = "") -> Effects:
+    return Effects(notes=(Note(level, text, repeats),))

@@ -36,7 +36,7 @@ def poll(p: Projection, s: OwnerSettings) -> Effects:
 def polled(p: Projection, s: OwnerSettings, ids: Mapping[str, str], result: ScriptResult) -> Effects:
     """What each request's status says, as facts (``owner.status``)."""
     if not result.ok or not isinstance(result.output, StatusReport):
-        return note("warning", f"provider {s.name}: status failed: {result.reason}")
+        return note("warning", f"provider {s.name}: status failed: {result.reason}", repeats="status")
     payloads: list[Payload] = []
     for st in result.output.requests:
         req = p.requests.get(ids.get(st.request_id, ""))

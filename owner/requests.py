@@ -51,8 +51,9 @@ def take_order(p: Projection, s: OwnerSettings, order: OrderRecord, now: float, 
                                 template=o.template, resource=o.resource, count=o.count)
         return write(OrderTaken(order.id), [intent], (f"{order.id}.1",))
     if o.supply == "hosts":
+        forced = o.reason.startswith("operator") and not o.when_idle  # a drain waits for the work to end
         machines = [m for m in o.machines if (inst := p.instances.get(f"{s.name}/{m}")) is not None
-                    and inst.state in RETURNABLE and (inst.state != "busy" or o.reason.startswith("operator"))]
+                    and inst.state in RETURNABLE and (inst.state != "busy" or forced)]
         return plan_return(p, s, machines, {}, o.reason, busy, order_id=order.id)
     held = {g: gr.count for g in o.grants if (gr := p.grants.get(g)) is not None and gr.state in GIVABLE}
     return plan_return(p, s, [], portions(held, o.count, held), o.reason, busy, order_id=order.id)

@@ -75,7 +75,7 @@ def listed(p: Projection, s: OwnerSettings, started: float, result: ScriptResult
     are not judged by it).
     """
     if not result.ok or not isinstance(result.output, Holdings):
-        return note("warning", f"provider {s.name}: orphan search failed: {result.reason}"), seen
+        return note("warning", f"provider {s.name}: orphan search failed: {result.reason}", repeats="list"), seen
     held = result.output
     payloads, unknown = _unknown_machines(p, s, held.machines, now, seen.unknown_since)
     payloads += _listed_again(p, s, held.machines, now, in_cluster)
@@ -152,7 +152,8 @@ def scanned(p: Projection, s: OwnerSettings, result: ScriptResult, now: float,
             seen: Sightings) -> tuple[Effects, Sightings]:
     """The orphan search by ``status`` (no ``list``): machines of our requests that no fact knows."""
     if not result.ok or not isinstance(result.output, StatusReport):
-        return note("warning", f"provider {s.name}: orphan search by status failed: {result.reason}"), seen
+        return note("warning", f"provider {s.name}: orphan search by status failed: {result.reason}",
+                    repeats="status"), seen
     machines = [m for st in result.output.requests for m in st.machines if m.result != "fail"]
     payloads, unknown = _unknown_machines(p, s, machines, now, seen.unknown_since)
     return write(Notes("orphans"), payloads), Sightings(unknown, seen.missing)
@@ -161,7 +162,7 @@ def scanned(p: Projection, s: OwnerSettings, result: ScriptResult, now: float,
 def reclaimed(p: Projection, s: OwnerSettings, result: ScriptResult) -> Effects:
     """Hosts the provider takes back (spot reclaims, machines it lost) are lost to us."""
     if not result.ok or not isinstance(result.output, Reclaims):
-        return note("warning", f"provider {s.name}: reclaims check failed: {result.reason}")
+        return note("warning", f"provider {s.name}: reclaims check failed: {result.reason}", repeats="reclaims")
     payloads: list[Payload] = []
     by_name: dict[str, InstanceRecord] | None = None
     for r in result.output.machines:

@@ -24,7 +24,7 @@ def used(p: Projection, s: OwnerSettings, resource: str, result: ScriptResult) -
     """Use at the source, recorded when it changed."""
     if not result.ok or not isinstance(result.output, Usage):
         if result.outcome != "ok":
-            return note("warning", f"provider {s.name}: usage failed: {result.reason}")
+            return note("warning", f"provider {s.name}: usage failed: {result.reason}", repeats="usage")
         return NOTHING
     rec = p.resources.get(resource)
     if rec is not None and rec.in_use == result.output.in_use:

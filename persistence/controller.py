@@ -46,11 +46,17 @@ def open_controller(url: str, clock: Callable[[], float] = time.time) -> Control
     raise ValueError(f"controller url {url!r}: unknown scheme {scheme!r}; expected sqlite or etcd")
 
 
+def sqlite_file(url: str) -> str | None:
+    """The file a ``sqlite://`` URL names (None for other schemes), touching nothing."""
+    if not url.lower().startswith("sqlite://"):
+        return None
+    path = url[len("sqlite://") :]
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
 def sqlite_path(url: str) -> str:
     """The file path of a ``sqlite://`` URL, with its missing parent folders created 0700."""
-    path = url[len("sqlite://") :]
-    if path.startswith("//"):
-        path = "/" + path.lstrip("/")
+    path = sqlite_file(url) or ""
     if not path or path.endswith("/"):
         raise ValueError(f"controller url {url!r}: expected sqlite://PATH naming a database file")
     if path == ":memory:":

@@ -10,6 +10,8 @@ Keys, under ``/NAMESPACE/`` (see ``lease.etcd_client``):
 ``head/facts``       the last fact seq; ``head/events`` the last host event seq
 ``head/demand``      the current demand snapshot; its mod revision is its seq
 ``head/supply``      the scheduler's current view of its hosts; likewise
+``demand-history/T-R`` past snapshots whose items changed, by the time T they were put (ms), kept for
+                     DEMAND_HISTORY: what ``provisioner trace export`` reads
 ``totals/<name>``    shared-resource totals
 
 **Fenced appends.** A batch is written in transactions of at most 120 facts
@@ -41,6 +43,7 @@ import math
 import random
 import threading
 import time
+import uuid
 from typing import Iterator, Sequence, TypeVar
 
 import orjson
@@ -53,6 +56,7 @@ from lease.etcd_client import (
     KeyValue,
     TxnResult,
     compare,
+    delete_range_op,
     prefix_end,
     put_op,
     range_op,
@@ -63,7 +67,7 @@ from messages.errors import ControllerUnavailable
 from messages.facts import Fact, ResourceTotalChanged
 from persistence.decoding import Decoder, stored_fact
 from persistence.etcd_watch import WatchBell
-from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
+from persistence.port import DEMAND_HISTORY, AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 
 M = TypeVar("M", bound=Model)
 
@@ -95,6 +99,9 @@ class EtcdController:
         self._head, self._fact_head, self._event_head = key("head") + b"/", key("head", "facts"), key("head", "events")
         self._demand, self._totals = key("head", "demand"), key("totals") + b"/"
         self._supply = key("head", "supply")
+        self._history = key("demand-history") + b"/"
+        #: The items this handle last put: an unchanged demand is not kept in the history again.
+        self._last_demand: bytes | None = None
         # What this handle last knew of keys its transactions compare: a stale guess costs one round trip.
         self._known_fact_head: KeyValue | None = None
         self._known_event_head: KeyValue | None = None
@@ -244,8 +251,34 @@ class EtcdController:
     def put_demand(self, snapshot: DemandSnapshot) -> DemandSnapshot:
         now = self._clock()
         items = snapshot.model_dump(mode="json", exclude_none=True)["items"]
-        revision = self._client.put(self._demand, orjson.dumps({"items": items, "time": now}))
+        value = orjson.dumps({"items": items, "time": now})
+        ops = [put_op(self._demand, value)]
+        shape = orjson.dumps(items)
+        if shape != self._last_demand:
+            # Kept under the time it was put (then a random part: several handles may put at once),
+            # so that what is older than DEMAND_HISTORY goes in one range delete of the same transaction.
+            ops.append(put_op(self._history_key(now) + b"-" + uuid.uuid4().hex[:8].encode(), value))
+        ops.append(delete_range_op(self._history, self._history_key(now - DEMAND_HISTORY)))
+        revision = self._client.txn([], ops).revision
+        self._last_demand = shape
         return snapshot.model_copy(update={"seq": revision, "time": now})
+
+    def _history_key(self, at: float) -> bytes:
+        return self._history + f"{max(0, int(at * 1000)):016d}".encode()
+
+    def demand_history(self, since: float, until: float | None = None) -> list[DemandSnapshot]:
+        end = self._history_key(until + 0.001) if until is not None else prefix_end(self._history)
+        out: list[DemandSnapshot] = []
+        start = self._history_key(since)
+        while True:
+            kvs, more = self._client.range(start, end, limit=1000)
+            for kv in kvs:
+                snap = self._parse_demand(kv)
+                if snap is not None:
+                    out.append(snap)
+            if not more or not kvs:
+                return out
+            start = kvs[-1].key + b"\0"
 
     def get_demand(self) -> DemandSnapshot | None:
         kv = self._client.get(self._demand)

@@ -26,9 +26,14 @@ __all__ = [
     "Controller",
     "ControllerUnavailable",
     "Cursor",
+    "DEMAND_HISTORY",
     "RefusedFact",
     "ResourceTotal",
 ]
+
+
+#: How long the controller keeps past demand snapshots (35 days: a month of demand, and some).
+DEMAND_HISTORY = 35 * 86400.0
 
 
 class RefusedFact(Model):
@@ -99,6 +104,13 @@ class Controller(Protocol):
 
     def get_demand(self) -> DemandSnapshot | None:
         """The current demand snapshot, None before the first put."""
+
+    def demand_history(self, since: float, until: float | None = None) -> list[DemandSnapshot]:
+        """The demand snapshots put from ``since`` to ``until`` (times), oldest first, with their seq and time.
+
+        Kept for ``DEMAND_HISTORY`` seconds (past demand for the simulator: ``provisioner trace
+        export``); a snapshot whose items equal the one kept before it is not kept again.
+        """
 
     def post_host_event(self, name: str, event: HostEventKind, time: float,
                         provider: str | None = None) -> HostEvent:

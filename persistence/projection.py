@@ -357,7 +357,8 @@ class Projection:
 
     def _request_changed(self, fact: Fact, p: RequestChanged) -> None:
         rec = self.requests[p.request_id]
-        if p.state == rec.state:
+        changed = p.state != rec.state
+        if not changed:
             # A note on the same state: a retried attempt, or a status with news.
             if p.outcome:
                 rec.attempts += 1
@@ -371,7 +372,9 @@ class Projection:
                 rec.last_attempt_at = fact.time
         if p.provider_request_id:
             rec.provider_request_id = p.provider_request_id
-        if p.reason:
+        if p.reason or changed:
+            # A new state's reason replaces the old one, even when it gives none: a request that
+            # completed must not keep saying "4 of 4 machines launching".
             rec.reason = p.reason
         if p.outcome:
             rec.outcome = p.outcome

@@ -31,7 +31,7 @@ from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnap
 from messages.facts import Fact, ResourceTotalChanged
 from persistence.decoding import Decoder, stored_fact
 from persistence.failpoints import failpoint
-from persistence.port import AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
+from persistence.port import DEMAND_HISTORY, AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 from persistence.private import private_file
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,13 @@ _SCHEMA = {
     # Only the latest snapshot is kept; AUTOINCREMENT keeps seq growing across the deletes.
     "demand": """CREATE TABLE IF NOT EXISTS demand (
         seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        time    REAL NOT NULL,
+        payload BLOB NOT NULL
+    )""",
+    # Past snapshots (those whose items changed), kept for DEMAND_HISTORY: what trace export reads.
+    # A file made by an older daemon gains the table, and history from its next put on.
+    "demand_history": """CREATE TABLE IF NOT EXISTS demand_history (
+        seq     INTEGER PRIMARY KEY,
         time    REAL NOT NULL,
         payload BLOB NOT NULL
     )""",
@@ -238,7 +245,23 @@ class SqliteController:
             now = self._clock()
             seq = conn.execute("INSERT INTO demand (time, payload) VALUES (?, ?)", (now, payload)).lastrowid
             conn.execute("DELETE FROM demand WHERE seq < ?", (seq,))
+            last = conn.execute("SELECT payload FROM demand_history ORDER BY seq DESC LIMIT 1").fetchone()
+            if last is None or bytes(last[0]) != payload:
+                conn.execute("INSERT INTO demand_history (seq, time, payload) VALUES (?, ?, ?)", (seq, now, payload))
+            conn.execute("DELETE FROM demand_history WHERE time < ?", (now - DEMAND_HISTORY,))
         return snapshot.model_copy(update={"seq": seq, "time": now})
+
+    def demand_history(self, since: float, until: float | None = None) -> list[DemandSnapshot]:
+        with self._db.read() as conn:
+            rows = conn.execute("SELECT seq, time, payload FROM demand_history WHERE time >= ? AND time <= ? "
+                                "ORDER BY seq", (since, 1e300 if until is None else until)).fetchall()
+        out = []
+        for seq, at, payload in rows:
+            snap = self._decode("demand", seq, lambda: DemandSnapshot.model_validate(
+                {**orjson.loads(payload), "seq": seq, "time": at}))
+            if snap is not None:
+                out.append(snap)
+        return out
 
     def get_demand(self) -> DemandSnapshot | None:
         with self._db.read() as conn:

@@ -1,9 +1,12 @@
 """Every provider's offers for a wish, ranked once while descriptions stay the same.
 
-Candidates rank by priority (higher first; a template's own priority refines
-its provider's), then price per unit of demand (host-hour or unit-hour),
-then lead time, then provider name and template, so the same inputs always
-give the same order. A bundle item's offers are the host templates its
+Candidates rank by their provider's priority (higher first; the config's
+``describe.priority`` wins over what the provider reports, as merged into its
+description), then by the template's own priority (an LSF template's, which
+only refines its provider's: a script reporting ``priority: 0`` on every
+template must not undo the site's override), then price per unit of demand
+(host-hour or unit-hour), then lead time, then provider name and template,
+so the same inputs always give the same order. A bundle item's offers are the host templates its
 selectors match, ranked the same way; an offer carries its template's
 attributes so the packer can tell how many bundles a host holds.
 """
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from messages.demand import BundleItem, HostItem, UnitItem
 from messages.description import AttrValue
 from messages.records import ProviderRecord
+from policy.explain import why_not
 from policy.matching import Selector
 
 
@@ -25,6 +29,7 @@ class Offer:
 
     provider: str
     key: str  # template id or resource name
+    #: The provider's priority: what the config says (``describe.priority``), else what the provider says.
     priority: int
     price: float
     lead_time: float
@@ -36,10 +41,18 @@ class Offer:
     min_hold: float
     #: The template's attributes (empty for a pool): what a bundle item's packing measures hosts by.
     attributes: Mapping[str, AttrValue] = field(default_factory=dict, hash=False, compare=False)
+    #: The template's own priority, when it has one: it orders offers within their provider's priority.
+    within: int | None = None
+
+    @property
+    def tier(self) -> tuple[int, int]:
+        """Offers of one tier are alike in priority: the provider's first, then the template's."""
+        return (self.priority, self.priority if self.within is None else self.within)
 
     @property
     def rank(self) -> tuple:
-        return (-self.priority, self.price, self.lead_time, self.provider, self.key)
+        tier = self.tier
+        return (-tier[0], -tier[1], self.price, self.lead_time, self.provider, self.key)
 
 
 Item = HostItem | UnitItem | BundleItem
@@ -70,6 +83,7 @@ class Catalog:
     def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
         self.descriptions = {name: rec.description for name, rec in providers.items() if rec.description}
         self._ranked: dict[tuple, tuple[list[Offer], list[str]]] = {}
+        self._why: dict[tuple, str] = {}
 
     def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
         """True while the providers' descriptions are the ones this catalog was built from."""
@@ -88,6 +102,15 @@ class Catalog:
         if found is None:
             found = self._ranked[key] = self._rank(item)
         return found
+
+    def why_not(self, item: Item, provider: str) -> str:
+        """Why ``provider`` cannot serve ``item``, in words (``policy.explain``); "" when it can."""
+        key = (wants(item), tuple(sorted(item.resources.items())) if isinstance(item, BundleItem) else (), provider)
+        said = self._why.get(key)
+        if said is None:
+            desc = self.descriptions.get(provider)
+            said = self._why[key] = why_not(item, desc) if desc is not None else "not described yet"
+        return said
 
     def _rank(self, item: Item) -> tuple[list[Offer], list[str]]:
         offers: list[Offer] = []
@@ -115,7 +138,8 @@ class Catalog:
                     Offer(
                         provider=name,
                         key=key,
-                        priority=desc.priority if priority is None else priority,
+                        priority=desc.priority,
+                        within=priority,
                         price=price,
                         lead_time=desc.lead_time_s,
                         max_number=max_number,

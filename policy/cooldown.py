@@ -44,12 +44,12 @@ class Cooldown:
 
 def _cause(req: RequestRecord) -> str:
     if req.state == "timed_out":
-        return "request timed out"
+        return "a request timed out"
     if req.outcome == "capacity":
-        return "capacity unavailable"
+        return "capacity error"
     if req.outcome == "timeout":
-        return "unknown outcome"
-    return "request failed"
+        return "a request of unknown outcome"
+    return "a failed request"
 
 
 def cooldowns(requests: Iterable[RequestRecord], now: float, base: float, cap: float) -> dict[Scope, Cooldown]:

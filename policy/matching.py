@@ -22,7 +22,7 @@ _NUMERIC: dict[str, Callable[[float, float], bool]] = {
 Test = Callable[[AttrValue], bool]
 
 
-def _test(expr: str) -> Test:
+def compile_test(expr: str) -> Test:
     op, operand = SELECT_RE.match(expr.strip()).groups()  # type: ignore[union-attr]
     operand = operand.strip()
     if op in _NUMERIC:
@@ -108,7 +108,7 @@ class Serves(Selector):
 @lru_cache(maxsize=4096)
 def _compiled(select: tuple[tuple[str, str], ...]) -> tuple[tuple[str, Test], ...]:
     """The tests of one item shape: every round builds selectors again for the same few shapes."""
-    return tuple((key, _test(expr)) for key, expr in select)
+    return tuple((key, compile_test(expr)) for key, expr in select)
 
 
 def template_matches(item: HostItem, template: Template, zone: str | None = None) -> bool:

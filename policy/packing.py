@@ -4,8 +4,8 @@ A bundle item asks for ``count`` bundles, each needing some of a host's
 numeric attributes (``ncpus: 2, mem: 8192``). ``pack`` chooses hosts of the
 offered templates and says which bundles each carries, under these rules:
 
-- **priority first**: an offer's priority (its template's, else its
-  provider's) as for host items; bundles go to the highest tier of offers
+- **priority first**: an offer's tier (its provider's priority, then its
+  template's) as for host items; bundles go to the highest tier of offers
   that can hold them, and only what that tier has no room for spills to the
   next. Within a tier the goal is the least cost per hour;
 - **items**: bundles of one item may share a host; bundles of different
@@ -338,16 +338,16 @@ class _Packer:
             classes = [c for c in self.classes if c.priority == level and c.fit]
             if level != levels[0]:
                 self._top_up([c for c in classes if not c.pool])
-            tiers = sorted({self.templates[i].offer.priority for c in classes for i in c.fit}, reverse=True)
+            tiers = sorted({self.templates[i].offer.tier for c in classes for i in c.fit}, reverse=True)
             for tier in tiers:
                 while self._tier(classes, tier):
                     pass
         return self._result()
 
-    def _tier(self, classes: list[_Class], tier: int) -> bool:
+    def _tier(self, classes: list[_Class], tier: tuple[int, int]) -> bool:
         """Packs what it can of ``classes`` into the tier's templates; True if granularity undid some of it."""
         live = [c for c in classes if c.left > 0 and any(
-            self.templates[i].offer.priority == tier and i not in self.closed for i in c.fit)]
+            self.templates[i].offer.tier == tier and i not in self.closed for i in c.fit)]
         if not live:
             return False
         rooms: dict[int, int] = {}
@@ -359,7 +359,7 @@ class _Packer:
 
         for c in live:
             costs = [self.templates[i].cost / n for i, n in c.fit.items()
-                     if self.templates[i].offer.priority == tier and roomy(i)]
+                     if self.templates[i].offer.tier == tier and roomy(i)]
             c.value = min(costs) if costs else 0.0
         live = [c for c in live if c.value > 0]
         pools: dict[str, list[_Class]] = {}
@@ -371,12 +371,12 @@ class _Packer:
         self._downsize(self.batches[first:], tier)
         return self._granularity(tier)
 
-    def _greedy(self, classes: list[_Class], tier: int, rooms: dict[int, int]) -> None:
+    def _greedy(self, classes: list[_Class], tier: tuple[int, int], rooms: dict[int, int]) -> None:
         """Buys batches of the best pattern by value per cost until the classes are placed or nothing fits."""
         by_template: dict[int, list[_Class]] = {}
         for c in classes:
             for i in c.fit:
-                if rooms.get(i, 0) > 0 and self.templates[i].offer.priority == tier:
+                if rooms.get(i, 0) > 0 and self.templates[i].offer.tier == tier:
                     by_template.setdefault(i, []).append(c)
         version = 0
         heap: list[tuple[float, int, int, dict[_Class, int]]] = []
@@ -481,12 +481,12 @@ class _Packer:
             for r in dims:
                 free[r] -= n * best.need[r]
 
-    def _downsize(self, batches: Sequence[_Batch], tier: int) -> None:
+    def _downsize(self, batches: Sequence[_Batch], tier: tuple[int, int]) -> None:
         """Moves each batch to the cheapest template of the tier that still holds its load."""
         if not batches:
             return
         dims = len(self.dims)
-        tier_templates = sorted((t for t in self.templates if t.offer.priority == tier and t.index not in self.closed),
+        tier_templates = sorted((t for t in self.templates if t.offer.tier == tier and t.index not in self.closed),
                                 key=lambda t: (t.cost, t.offer.rank))
         for b in list(batches):
             load = b.load(dims)
@@ -510,12 +510,12 @@ class _Packer:
                 b.hosts -= n
                 self.batches.append(_Batch(t, n, dict(b.pattern)))
 
-    def _granularity(self, tier: int) -> bool:
+    def _granularity(self, tier: tuple[int, int]) -> bool:
         """Rounds each template's hosts up to its provider's granularity; where the room does not
         allow it, drops the least loaded hosts back to the remaining bundles. True if any were dropped."""
         counts: dict[int, int] = {}
         for b in self.batches:
-            if b.template.offer.priority == tier and b.hosts > 0:
+            if b.template.offer.tier == tier and b.hosts > 0:
                 counts[b.template.index] = counts.get(b.template.index, 0) + b.hosts
         dropped = False
         for i, n in counts.items():

@@ -18,13 +18,13 @@ and cooldowns hold for both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
-from messages.facts import Chosen, Decision, Order, Rejected
+from messages.facts import Candidate, Chosen, Decision, Order, Rejected
 from messages.records import ProviderRecord
-from policy.catalog import Catalog, Offer
+from policy.catalog import Catalog, Item, Offer
 from policy.granularity import size
 from policy.packing import Packing, Unplaced, Wish, pack
 from policy.settings import PlanSettings
@@ -74,40 +74,47 @@ def plan(
         need = item.count - flying.get(item.id, 0)
         offers, mismatched = catalog.offers(item)
         rejected = _Rejections(made)
+        candidates = _Candidates()
         chosen: list[Chosen] = []
         remaining = need
-        for offer in offers:
+        for k, offer in enumerate(offers if need > 0 else ()):
             if remaining <= 0:
-                break
+                if not candidates.weigh(_passed(item, offer, f"not needed: covered by {_covered(chosen, offer)}")):
+                    candidates.unlisted += len(offers) - k - 1  # the list is full: the rest only counted
+                    break
+                continue
             if rooms is None:
                 rooms = Rooms(providers, view, now, settings)
             why = rooms.blocked(offer)
             if why is not None:
                 rejected.add(offer.provider, why)
+                candidates.weigh(_passed(item, offer, why))
                 continue
             room, why = rooms.room(offer, item.kind)
             amount = size(remaining, room, offer.min_request, offer.step)
             if amount <= 0:
                 rejected.add(offer.provider, why)
+                candidates.weigh(_passed(item, offer, why))
                 continue
             chosen.append(_chosen(item, offer, amount))
+            candidates.took(chosen[-1], why if amount < remaining else "")
             rooms.take(offer, item.kind, amount)
             remaining -= amount
         if need > 0:  # who cannot serve the item matters only while it needs something
-            rejected.mismatched(mismatched)
-        notes = []
-        if need <= 0:
-            notes.append("in-flight supply covers the need")
-        elif remaining > 0:
+            explain = _explainer(catalog, item)
+            rejected.mismatched(mismatched, explain)
+            candidates.mismatched(mismatched, explain)
+        notes = [no_need(item.count, flying.get(item.id, 0))] if need <= 0 else []
+        if remaining > 0:
             notes.append(f"{remaining} could not be placed")
             why = rejected.listed[0] if rejected.listed else None
             out.unplaced.append(Unplaced(item=item.id, count=remaining, reason=(
                 f"{why.provider}: {why.reason}" if why else "no provider offers it")))
-        if rejected.unlisted:
-            notes.append(f"{rejected.unlisted} more providers rejected")
+        if candidates.unlisted:
+            notes.append(f"{candidates.unlisted} more candidates not listed")
         out.decisions.append(Decision(item=item.id, demand_seq=demand.seq, need=max(0, need),
                                       in_flight=flying.get(item.id, 0), chosen=chosen, rejected=rejected.listed,
-                                      note="; ".join(notes)))
+                                      note="; ".join(notes), candidates=candidates.listed))
         out.orders += [
             (c.provider, Order(action="request", supply=item.kind, item_id=item.id, template=c.template,
                                resource=c.resource, count=c.count, reason=f"demand {item.id}: need {need}"))
@@ -158,22 +165,98 @@ def _pack(items: list[BundleItem], seq: int, catalog: Catalog, rooms: Rooms | No
                          count=sum(ld.hosts for ld in p.loads if item.id in ld.bundles))
                   for p in packing.orders if (n := p.bundles.get(item.id, 0))]
         rejected = _Rejections(made)
-        for provider, reason in packing.rejected.get(item.id, []):
+        explain = _explainer(catalog, item)
+        said = {provider: (explain(provider) if reason.startswith("too small") else reason)
+                for provider, reason in packing.rejected.get(item.id, [])}
+        for provider, reason in said.items():
             rejected.add(provider, reason)
+        candidates = _Candidates()
         notes = []
         if need <= 0:
-            notes.append("in-flight supply covers the need")
+            notes.append(no_need(item.count, flying.get(item.id, 0)))
         else:
-            rejected.mismatched(offers[item.id][1])
+            _bundle_candidates(candidates, offers[item.id][0], chosen, said)
+            rejected.mismatched(offers[item.id][1], explain)
+            candidates.mismatched(offers[item.id][1], explain)
             if item.id in lost:
                 u = lost[item.id]
                 notes.append(f"{u.count} could not be placed ({u.reason})")
                 out.unplaced.append(u)
-        if rejected.unlisted:
-            notes.append(f"{rejected.unlisted} more providers rejected")
+        if candidates.unlisted:
+            notes.append(f"{candidates.unlisted} more candidates not listed")
         out.decisions.append(Decision(item=item.id, demand_seq=seq, need=max(0, need),
                                       in_flight=flying.get(item.id, 0), chosen=chosen, rejected=rejected.listed,
-                                      note="; ".join(notes)))
+                                      note="; ".join(notes), candidates=candidates.listed))
+
+
+def no_need(count: int, in_flight: int) -> str:
+    """The note of an item that needs nothing more: asked for nothing, or covered by what is coming."""
+    if count <= 0:
+        return "no need" + (f" ({in_flight} still in flight)" if in_flight > 0 else "")
+    return "in-flight supply covers the need"
+
+
+def _bundle_candidates(candidates: _Candidates, offers: list[Offer], chosen: list[Chosen],
+                       rejected: Mapping[str, str]) -> None:
+    """A bundle item's providers in rank order: the templates that carry its bundles, and why the others
+    carry none (too small, full, blocked; else the chosen ones were cheaper per bundle)."""
+    covered = ", ".join(dict.fromkeys(c.provider for c in chosen))
+    seen: set[str] = set()
+    for offer in offers:
+        p = offer.provider
+        if p in seen:
+            continue
+        seen.add(p)
+        mine = [c for c in chosen if c.provider == p]
+        for c in mine:
+            candidates.took(c, "")
+        if mine:
+            continue
+        why = rejected.get(p) or (f"not needed: covered by {covered}" if covered else "not chosen")
+        if not candidates.weigh(Candidate(provider=p, why=why)):
+            return
+
+
+def _explainer(catalog: Catalog, item: Item) -> Callable[[str], str]:
+    return lambda provider: catalog.why_not(item, provider) or "mismatch"
+
+
+class _Candidates:
+    """One item's candidates in rank order: every one that took something, and the first ``LISTED`` others.
+
+    A provider turned down for the same reason on several templates is listed
+    once (a paused provider with fifty templates is one line, not fifty).
+    """
+
+    def __init__(self) -> None:
+        self.listed: list[Candidate] = []
+        self.unlisted = 0
+        self._others = 0
+        self._said: set[tuple[str, str]] = set()
+
+    def took(self, chosen: Chosen, why: str) -> None:
+        self.listed.append(Candidate(provider=chosen.provider, template=chosen.template, resource=chosen.resource,
+                                     count=chosen.count, bundles=chosen.bundles, why=why))
+
+    def weigh(self, candidate: Candidate) -> bool:
+        """List a candidate that took nothing; False once the list is full (the caller may stop)."""
+        key = (candidate.provider, candidate.why)
+        if key in self._said:
+            return True
+        self._said.add(key)
+        if self._others >= LISTED:
+            self.unlisted += 1
+            return False
+        self._others += 1
+        self.listed.append(candidate)
+        return True
+
+    def mismatched(self, providers: list[str], explain: Callable[[str], str]) -> None:
+        room = max(0, LISTED - self._others)
+        for name in providers[:room]:
+            self._others += 1
+            self.listed.append(Candidate(provider=name, why=explain(name)))
+        self.unlisted += max(0, len(providers) - room)
 
 
 class _Rejections:
@@ -199,11 +282,11 @@ class _Rejections:
             r = self._made[(provider, reason)] = Rejected(provider=provider, reason=reason)
         self.listed.append(r)
 
-    def mismatched(self, providers: list[str]) -> None:
+    def mismatched(self, providers: list[str], explain: Callable[[str], str]) -> None:
         """Providers none of whose offers match: never among the candidates, so never said before."""
         room = max(0, LISTED - len(self.listed))
         for name in providers[:room]:
-            self.add(name, "mismatch")
+            self.add(name, explain(name))
         self.unlisted += max(0, len(providers) - room)
 
 
@@ -211,3 +294,16 @@ def _chosen(item: HostItem | UnitItem, offer: Offer, amount: int) -> Chosen:
     if isinstance(item, HostItem):
         return Chosen(provider=offer.provider, template=offer.key, count=amount)
     return Chosen(provider=offer.provider, resource=offer.key, count=amount)
+
+
+def _covered(chosen: list[Chosen], offer: Offer) -> str:
+    """Who covered the need: providers by name, the offer's own provider by its template (or pool)."""
+    return ", ".join(dict.fromkeys(
+        c.provider if c.provider != offer.provider else f"{c.provider}/{c.template or c.resource}" for c in chosen))
+
+
+def _passed(item: HostItem | UnitItem, offer: Offer, why: str) -> Candidate:
+    """An offer that took nothing, and why."""
+    if isinstance(item, HostItem):
+        return Candidate(provider=offer.provider, template=offer.key, why=why)
+    return Candidate(provider=offer.provider, resource=offer.key, why=why)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from messages.demand import DemandSnapshot
-from messages.facts import BudgetEvent, Decision, Order, Payload, Rejected
+from messages.facts import BudgetEvent, Candidate, Chosen, Decision, Order, Payload, Rejected
 from messages.records import (
     DecisionRecord,
     GrantRecord,
@@ -154,7 +154,24 @@ def with_cuts(decisions: list[Decision], asked: Placed, approved: Placed) -> lis
                 chosen.append(c.model_copy(update={"count": n}))
             if n < c.count:
                 rejected.append(Rejected(provider=c.provider, reason=CUT))
-        out.append(d.model_copy(update={"chosen": chosen, "rejected": rejected}))
+        out.append(d.model_copy(update={"chosen": chosen, "rejected": rejected,
+                                        "candidates": _cut_candidates(d.candidates, chosen)}))
+    return out
+
+
+def _cut_candidates(candidates: list[Candidate], chosen: list[Chosen]) -> list[Candidate]:
+    """The candidates with the counts the budget review let through; one it cut says so."""
+    left = {(c.provider, c.template, c.resource): (c.count, c.bundles) for c in chosen}
+    out = []
+    for c in candidates:
+        if not c.count:
+            out.append(c)
+            continue
+        count, bundles = left.pop((c.provider, c.template, c.resource), (0, None if c.bundles is None else 0))
+        if count == c.count and bundles == c.bundles:
+            out.append(c)
+        else:
+            out.append(c.model_copy(update={"count": count, "bundles": bundles, "why": CUT}))
     return out
 
 
@@ -182,7 +199,7 @@ def _bundles_cut(d: Decision, carried: dict[tuple[str, str | None, str], tuple[i
     left = d.need - sum(c.bundles or 0 for c in chosen)
     notes = [n for n in d.note.split("; ") if n and "could not be placed" not in n]
     return d.model_copy(update={"chosen": chosen, "rejected": rejected, "note": "; ".join(
-        [f"{left} could not be placed ({CUT})"] + notes)})
+        [f"{left} could not be placed ({CUT})"] + notes), "candidates": _cut_candidates(d.candidates, chosen)})
 
 
 @dataclass(frozen=True)
@@ -229,5 +246,5 @@ def dry_run(demand: DemandSnapshot | None, state: PlanState, now: float, setting
 def _differs(old: Decision | None, new: Decision) -> bool:
     if old is None:
         return True
-    return (old.demand_seq, old.need, old.in_flight, old.rejected, old.note) != (
-        new.demand_seq, new.need, new.in_flight, new.rejected, new.note)
+    return (old.demand_seq, old.need, old.in_flight, old.rejected, old.note, old.candidates) != (
+        new.demand_seq, new.need, new.in_flight, new.rejected, new.note, new.candidates)

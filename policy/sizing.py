@@ -28,12 +28,14 @@ from policy.supply import SupplyView, held
 
 
 def _clock(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S UTC")
 
 
 def cooling_reason(c: Cooldown) -> str:
-    what = f" of {c.key}" if c.key else ""
-    return f"cooldown: {c.cause}{what} ({c.strikes} in a row) until {_clock(c.until)}"
+    """E.g. ``cooling down until 12:04:10 UTC after capacity error on t3.large (2 in a row)``."""
+    what = f" on {c.key}" if c.key else ""
+    row = f" ({c.strikes} in a row)" if c.strikes > 1 else ""
+    return f"cooling down until {_clock(c.until)} after {c.cause}{what}{row}"
 
 
 class Rooms:

@@ -27,8 +27,10 @@ from provisioner.apimodels import (
     ActionResult,
     AuditPage,
     AuditVerified,
+    BulkResult,
     CostRow,
     DecisionRow,
+    DemandStored,
     Error,
     Health,
     HostEventBody,
@@ -38,6 +40,7 @@ from provisioner.apimodels import (
     OrphanRow,
     Page,
     ProviderDetail,
+    Reloaded,
     RequestRow,
     ResourceRow,
 )
@@ -45,8 +48,10 @@ from provisioner.audit import AuditError
 from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
 from provisioner.bodylimit import DEFAULT as MAX_BODY
 from provisioner.bodylimit import BodyLimit
+from provisioner.bulk import Bulk, BulkBody, BulkFilter, NoFilter
+from provisioner.jsonbodies import JsonBodies
 from provisioner.metrics import Metrics
-from provisioner.operations import CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
+from provisioner.operations import BadFilter, CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
 from provisioner.version import version
 from provisioner.views import BadCursor
 
@@ -110,16 +115,19 @@ def _known_query(request: Request) -> None:
 
 
 def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None = None,
-               ready: Callable[[], str | None] = lambda: None, max_body: int = MAX_BODY) -> FastAPI:
+               ready: Callable[[], str | None] = lambda: None, max_body: int = MAX_BODY,
+               reload: Callable[[], dict[str, Any]] | None = None) -> FastAPI:
     """The app; ``tokens`` None serves read-only views to anyone (only ever bound to loopback).
 
     ``max_body``: request bodies are cut off past this many bytes (413), as they arrive and
     before the token is checked (``provisioner.bodylimit``).
+    ``reload``: reads the daemon's config file again (``Daemon.reload``), for ``POST /v1/reload``.
     """
     app = FastAPI(title="provisioner", version="1",
                   description="Providers, requests, instances, resources, costs, decisions, orphans and demand "
                               "of a provisioner cluster; the scheduler's inputs; operators' actions.",
                   docs_url=None, redoc_url=None, dependencies=[Depends(_known_query)])
+    app.add_middleware(JsonBodies)
     app.add_middleware(BodyLimit, limit=max_body)
     bearer = HTTPBearer(auto_error=False, description="A token from the daemon's tokens file (api.tokens)")
 
@@ -167,6 +175,14 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         if exc.status_code == 400:  # FastAPI could not even decode the body (not UTF-8, say)
             return _error(422, "body: cannot be read as JSON", [{"field": "body", "message": str(exc.detail)}])
         return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(NoFilter)
+    async def _no_filter(_: Request, exc: NoFilter) -> JSONResponse:
+        return _error(422, f"body: {exc}", [{"field": "body", "message": str(exc)}])
+
+    @app.exception_handler(BadFilter)
+    async def _bad_filter(_: Request, exc: BadFilter) -> JSONResponse:
+        return _error(422, f"query.{exc.field}: {exc}", [{"field": f"query.{exc.field}", "message": str(exc)}])
 
     @app.exception_handler(BadCursor)
     async def _cursor(_: Request, exc: BadCursor) -> JSONResponse:
@@ -278,12 +294,16 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
 
     # --- the scheduler's inputs -------------------------------------------------------------
 
-    @app.put("/v1/demand", response_model=DemandSnapshot, responses=_AUTH, tags=["demand"])
-    def put_demand(caller: Scheduler, snapshot: DemandSnapshot) -> DemandSnapshot:
-        """Replace the demand; the controller assigns ``seq`` and ``time``."""
+    @app.put("/v1/demand", response_model=DemandStored, responses=_AUTH, tags=["demand"])
+    def put_demand(caller: Scheduler, snapshot: DemandSnapshot) -> dict[str, Any]:
+        """Replace the demand; the controller assigns ``seq`` and ``time``. ``warnings`` names items no
+        configured provider can ever serve (stored all the same)."""
         stored = ops.put_demand(snapshot)
         log.info("api: %s put demand %d (%d items)", caller.name, stored.seq, len(stored.items))
-        return stored
+        warnings = ops.demand_warnings(stored)
+        for line in warnings:
+            log.warning("api: demand %d from %s: %s", stored.seq, caller.name, line)
+        return {**stored.to_dict(), "warnings": warnings}
 
     # A name with a line break matches no route at all (the path pattern stops at it): 404.
     @app.post("/v1/hosts/{name:path}/events", response_model=HostEventOut, tags=["demand"],
@@ -324,6 +344,23 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         app.post(f"/v1/providers/{{name}}/{action}", response_model=ActionResult, status_code=202,
                  responses=_ACTION, tags=["actions"], name=f"{action}_provider")(steer(action))  # type: ignore[arg-type]
 
+    def bulk(action: Bulk) -> Callable[..., dict[str, Any]]:
+        def run(caller: Operator, body: BulkBody) -> dict[str, Any]:
+            f = BulkFilter.model_validate(body.model_dump(include=set(BulkFilter.model_fields)))
+            result = ops.bulk(action, f, body.reason, caller.name, dry_run=body.dry_run)
+            log.info("api: %s: %s", caller.name, result["message"])
+            return result
+
+        run.__doc__ = (f"{action.capitalize()} every host the filters match (all of them at once): `state`, "
+                       "`provider`, `older_than` (a duration), `name` (a glob), or `all`; `dry_run` writes nothing. "
+                       + ("Busy hosts go back at once." if action == "return" else
+                          "Each host goes back once it is not busy."))
+        return run
+
+    for action in ("return", "drain"):
+        app.post(f"/v1/instances/{action}", response_model=BulkResult, status_code=202, responses=_ACTION,
+                 tags=["actions"], name=f"{action}_instances")(bulk(action))  # type: ignore[arg-type]
+
     @app.post("/v1/instances/{instance_id:path}/return", response_model=ActionResult, status_code=202,
               responses=_ACTION, tags=["actions"])
     def return_instance(caller: Operator, instance_id: Annotated[str, Path(max_length=300)],
@@ -340,6 +377,23 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         """Give back an orphaned host or grant (its id in the orphans list)."""
         result = ops.return_orphan(orphan_id, body.reason if body else "", caller.name)
         log.info("api: %s: %s", caller.name, result["message"])
+        return result
+
+    @app.post("/v1/reload", response_model=Reloaded, tags=["actions"],
+              responses={**_AUTH, 404: {"model": Error, "description": "this server reloads no config"},
+                         409: {"model": Error, "description": "the config file is invalid: the running one stays"}})
+    def reload_config(caller: Operator) -> Any:
+        """Read the daemon's config file again and run on it, as SIGHUP does: providers added, removed or
+        changed, policy and budget; an invalid file changes nothing and is answered 409 with its problems."""
+        if reload is None:
+            raise ApiError(404, "this server has no config file to reload")
+        log.info("api: %s asked for a reload", caller.name)
+        result = reload()
+        if not result["ok"]:
+            errors = result["errors"]
+            more = f" ({len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise ApiError(409, f"config not reloaded, the running one stays: {errors[0]}{more}",
+                           [{"field": "config", "message": e} for e in errors])
         return result
 
     # --- audit ----------------------------------------------------------------------------

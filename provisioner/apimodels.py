@@ -10,9 +10,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
-from messages.demand import HostEventKind, Name
+from messages.demand import DemandSnapshot, HostEventKind, Name
 from messages.description import ProviderDescription
-from messages.facts import Chosen, Rejected
+from messages.facts import Candidate, Chosen, Rejected
 
 T = TypeVar("T")
 
@@ -95,6 +95,8 @@ class DecisionRow(BaseModel):
     chosen: list[Chosen]
     rejected: list[Rejected]
     note: str
+    #: Every candidate in rank order (the first ones), with what it took or why not.
+    candidates: list[Candidate]
 
 
 class OrphanRow(BaseModel):
@@ -177,6 +179,33 @@ class ActionResult(BaseModel):
     message: str
 
 
+class BulkResult(BaseModel):
+    """What a bulk return or drain did, or with ``dry_run`` would do."""
+
+    action: Literal["return", "drain"]
+    dry_run: bool
+    #: Hosts acted on (or that would be), as the instances view shows them.
+    matched: int
+    hosts: list[InstanceRow]
+    #: Hosts the filter matched that were left alone, by why (``being returned already``, ``requested``).
+    skipped: dict[str, int]
+    #: The order facts written (none on a dry run).
+    facts: list[str]
+    message: str
+
+
+class Reloaded(BaseModel):
+    """A config read again and applied (``provisioner/reload.py``)."""
+
+    ok: bool
+    config: str | None
+    #: What changed, one line each.
+    changes: list[str]
+    #: What changed but waits for a restart (instance.id, controller, api, home, script_workers).
+    restart_needed: list[str]
+    errors: list[str]
+
+
 class Error(BaseModel):
     error: str
     fields: list[dict[str, str]] = Field(default_factory=list)
@@ -191,3 +220,10 @@ class Liveness(BaseModel):
     status: str
     #: The daemon's version (the installed package's).
     version: str
+
+
+class DemandStored(DemandSnapshot):
+    """The demand as stored, and warnings about items no configured provider can ever serve (stored all
+    the same: the scheduler's demand is the scheduler's)."""
+
+    warnings: list[str] = Field(default_factory=list)

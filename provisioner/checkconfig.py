@@ -57,4 +57,6 @@ def check_config_main(
         return 2
     for line in _summary(cfg, path):
         print(line, file=out)
+    if not check_files:
+        print("  (files not checked: run it without --no-file-checks on the host the config is for)", file=out)
     return 0

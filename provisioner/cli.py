@@ -15,6 +15,7 @@ import itertools
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
@@ -33,15 +34,21 @@ from persistence.port import Controller
 from persistence.private import private_dir
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
-from provisioner import logging_setup
+from provisioner import bulk_cli, logging_setup, reload_cli
 from provisioner.apiserver import ApiStartError
 from provisioner.audit import GENESIS, AuditError, AuditLog, follow
 from provisioner.auth import TokensError
+from provisioner.bulk import Bulk, BulkFilter
 from provisioner.checkconfig import check_config_main
+from provisioner.cli_options import BadLogLevel, add_global, log_format, log_level, shared
 from provisioner.client import ClientError, Remote, read_token
 from provisioner.demo import default_home, demo_config, sim_admin
+from provisioner.explained import decisions_text
 from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
+from provisioner.pidfile import pid_file
 from provisioner.readmodel import ReadModel
+from provisioner.stores import WHERE, NoStore, check_run_store, missing_sqlite, nothing_here
+from provisioner.trace_export import ExportError
 from provisioner.version import version
 
 log = logging.getLogger("provisioner")
@@ -77,17 +84,35 @@ def resolve_config(arg: str | None) -> tuple[Config, Path, bool]:
     return cfg, home, False
 
 
-def _direct(args: argparse.Namespace) -> tuple[str, Path, Config | None]:
-    """The controller URL, the daemon's home (where its audit log is) and its config, for direct access."""
+def _direct(args: argparse.Namespace, store: bool = True) -> tuple[str, Path, Config | None]:
+    """The controller URL, the daemon's home (where its audit log is) and its config, for direct access.
+
+    A command that only reads (``reads_only``) never invents the store it reads: with no config, no
+    controller and no state in the default home, or with a SQLite file that is not there, it says so
+    (``store``: whether the command reads the store at all; the audit log lives in the home).
+    """
+    reads = getattr(args, "reads_only", False) and store
     if args.controller and not args.config:
-        return args.controller, default_home(), None
+        url, home, cfg = args.controller, default_home(), None
+        if reads and (missing := missing_sqlite(url)) is not None:
+            raise CliError(f"--controller {url}: no such database file {missing}: nothing to show "
+                           "(a view creates no store)")
+        return url, home, cfg
     path = _config_path(args.config)
     if path is None:
-        return f"sqlite:///{(default_home() / 'state.db').resolve()}", default_home(), None
+        home = default_home()
+        url = f"sqlite:///{(home / 'state.db').resolve()}"
+        if reads and missing_sqlite(url) is not None:
+            raise CliError(nothing_here(home))
+        return url, home, None
     if not path.exists():
         raise CliError(f"{path}: no such config file")
     cfg = load_config(path, check_files=False)
-    return args.controller or cfg.controller.url, cfg.home or default_home(), cfg
+    url = args.controller or cfg.controller.url
+    if reads and (missing := missing_sqlite(url)) is not None:
+        raise CliError(f"{path}: controller.url names {missing}, which does not exist: nothing to show "
+                       "(a view creates no store; has the daemon run with this config?)")
+    return url, cfg.home or default_home(), cfg
 
 
 class Direct:
@@ -124,7 +149,8 @@ class Direct:
         return d.to_dict() if d else None
 
     def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]:
-        return self.ops.put_demand(snapshot).to_dict()
+        stored = self.ops.put_demand(snapshot)
+        return {**stored.to_dict(), "warnings": self.ops.demand_warnings(stored)}
 
     def host_event(self, name: str, event: str, provider: str | None = None) -> dict[str, Any]:
         return self.ops.host_event(name, event, provider)  # type: ignore[arg-type]
@@ -140,6 +166,9 @@ class Direct:
 
     def return_orphan(self, ident: str, reason: str) -> dict[str, Any]:
         return self.ops.return_orphan(ident, reason, self.by)
+
+    def bulk(self, action: Bulk, f: BulkFilter, reason: str, dry_run: bool) -> dict[str, Any]:
+        return self.ops.bulk(action, f, reason, self.by, dry_run=dry_run)
 
     def close(self) -> None:
         self.controller.close()
@@ -183,12 +212,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     fix_mmap_threshold()
     cfg, home, is_demo = resolve_config(args.config)
+    if not is_demo:
+        check_run_store(cfg.controller.url, home)
     private_dir(home)
-    with stop_signals() as done:
+    reload = threading.Event()
+    with stop_signals(reload) as done, pid_file(home):
         controller = connect(cfg, done)
         if controller is None:
             return 0
-        daemon = Daemon(cfg, home, controller=controller, serve_api=True, accept_reset=args.accept_reset_controller)
+        daemon = Daemon(cfg, home, controller=controller, serve_api=True, accept_reset=args.accept_reset_controller,
+                        config_file=None if is_demo else _config_path(args.config))
+        daemon.reload_asked = reload
         workload = None
         if is_demo:
             log.info("no config given: running the built-in demo with state in %s", home)
@@ -202,8 +236,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT
 
 
+def cmd_reload(args: argparse.Namespace) -> int:
+    """Have the running daemon read its config again (``provisioner/reload_cli.py``)."""
+    remote = _remote(args)
+    if remote is not None:
+        return reload_cli.over_rest(remote)
+    return reload_cli.by_signal(_config_path(args.config), default_home())
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
-    return check_config_main(args.file)
+    return check_config_main(args.file, check_files=not args.no_file_checks)
 
 
 def cmd_demand_put(args: argparse.Namespace) -> int:
@@ -211,6 +253,8 @@ def cmd_demand_put(args: argparse.Namespace) -> int:
     with _closing(_source(args)) as s:
         stored = s.put_demand(snapshot)
     print(f"demand {stored['seq']} stored: {len(stored['items'])} items")
+    for line in stored.get("warnings", []):
+        print(f"provisioner: warning: {line}", file=sys.stderr)
     return 0
 
 
@@ -284,6 +328,9 @@ def cmd_view(args: argparse.Namespace) -> int:
     where = {f: getattr(args, f) for f in VIEWS[args.view].filters if getattr(args, f, None) is not None}
     with _closing(_source(args)) as s:
         rows = s.rows(args.view, **where)
+    if args.view == "decisions" and args.output != "json":
+        print(decisions_text(rows))  # a block per decision: its candidates do not fit a table
+        return 0
     _emit(rows, args.output, HIDDEN.get(args.view, ()))
     return 0
 
@@ -302,6 +349,13 @@ def cmd_return_instance(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bulk(args: argparse.Namespace) -> int:
+    """``instances return|drain``: every matching host (``provisioner/bulk_cli.py``)."""
+    with _closing(_source(args)) as s:
+        return bulk_cli.run(args, s, CliError, _table,
+                            lambda doc: print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()))
+
+
 def cmd_return_orphan(args: argparse.Namespace) -> int:
     with _closing(_source(args)) as s:
         done = s.return_orphan(args.id, args.reason)
@@ -314,7 +368,10 @@ def _audit_reader(args: argparse.Namespace) -> tuple[Any, Any]:
     remote = _remote(args)
     if remote is not None:
         return remote.audit, remote.audit_verify
-    url, home, _ = _direct(args)
+    url, home, _ = _direct(args, store=False)
+    if not (home / "audit.log").exists():
+        raise CliError(f"no audit log in {home} (audit.log): nothing written there yet. Give {WHERE} for "
+                       "the daemon's")
     log_ = AuditLog(home / "audit.log")
 
     def verify() -> dict[str, Any]:
@@ -386,17 +443,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_sim(args: argparse.Namespace) -> int:
     """Replay a demand trace against simulated providers under one or more policy variants."""
-    from sim.config import load_sim_config
+    from sim.from_daemon import load_any
     from sim.report import simulate, table, variants, write_outputs
     from sim.trace import read_trace
 
-    _, raw = load_sim_config(Path(args.sim_config))
+    if not args.config:
+        raise CliError("sim: give --config FILE: a simulator config (examples/sim.yaml) or the daemon's own")
+    _, raw, daemons = load_any(Path(args.config))
+    if daemons:
+        print(f"{args.config}: the daemon's config: {len(raw['providers'])} providers as they describe themselves, "
+              "its policy and budget (instance, controller and api are not used)")
     trace = read_trace(Path(args.trace))
     chosen = variants(args.policy_set, args.compare)
     results = simulate(raw, trace, chosen, "--policy-set/--compare")
     out = Path(args.out)
-    written = write_outputs(out, results, trace, args.sim_config, plots=not args.no_plots)
+    written = write_outputs(out, results, trace, args.config, plots=not args.no_plots)
     print(f"{trace.file}: {len(trace.steps)} steps over {trace.span / 3600:.1f} h, {len(results)} variant(s)")
+    for line in dict.fromkeys(w for r in results for w in r.warnings):
+        print(f"warning: {line}")
     print(table(results))
     print(f"wrote {', '.join(str(p.relative_to(out)) for p in written)} in {out}")
     return 0
@@ -405,7 +469,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_trace_generate(args: argparse.Namespace) -> int:
     """Write a synthetic demand trace (daily cycle, bursts, seeded)."""
     from config.values import parse_duration
-    from sim.synth import Shape, generate, parse_load
+    from sim.synth import Shape, generate, parse_load, problems
     from sim.trace import DEFAULT_START, write_trace
 
     loads = [parse_load("hosts", h) for h in args.hosts] + [parse_load("units", u) for u in args.units] + [
@@ -421,12 +485,28 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
                   bursts_per_day=args.bursts_per_day, burst_size=args.burst_size,
                   failovers=tuple(_pair(f, int, "--failover PROVIDER:COUNT") for f in args.failover),
                   lost=tuple(_pair(x, float, "--lost PROVIDER:PER_DAY") for x in args.lost))
-    if shape.step <= 0 or shape.days <= 0:
-        raise CliError("trace generate: --days and --step must be more than 0")
+    wrong = problems(loads, shape)
+    if wrong:
+        raise CliError("trace generate: " + "; ".join(wrong))
     note = f"provisioner trace generate --seed {args.seed}"
     n = write_trace(Path(args.out), generate(loads, shape, start, args.seed), start, note)
     print(f"{args.out}: {n} steps over {args.days:g} days")
     return 0
+
+
+def cmd_trace_export(args: argparse.Namespace) -> int:
+    """The controller's past demand as a simulator trace (``provisioner/trace_export.py``)."""
+    from config.values import parse_duration
+    from provisioner.trace_export import export_main
+
+    if _remote(args) is not None:
+        raise CliError("trace export reads the controller itself: give --config or --controller, not --url")
+    url, _, _ = _direct(args)
+    try:
+        since, step = parse_duration(args.since), parse_duration(args.step)
+    except ValueError as exc:
+        raise CliError(f"trace export: {exc}") from None
+    return export_main(url, Path(args.out), since, step)
 
 
 def _pair(spec: str, kind: type, form: str) -> tuple[str, Any]:
@@ -507,15 +587,14 @@ class _closing:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="provisioner", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"provisioner {version()}")
-    ap.add_argument("--config", help="config file (default: $PROVISIONER_CONFIG, ./provisioner.yaml, the demo)")
-    ap.add_argument("--controller", help="controller URL, e.g. sqlite:///var/lib/provisioner/state.db")
-    ap.add_argument("--url", help="talk to a running daemon's REST API instead (default: $PROVISIONER_URL)")
-    ap.add_argument("--token-file", help="file holding the bearer token for --url, mode 0600 "
-                                         "(default: $PROVISIONER_TOKEN_FILE)")
-    ap.add_argument("--cacert", help="CA certificate to trust for an https --url")
-    ap.add_argument("--log-level", default=os.environ.get("PROVISIONER_LOG", "INFO"))
-    ap.add_argument("--log-format", choices=["text", "json"], default=os.environ.get("PROVISIONER_LOG_FORMAT", "text"))
+    add_global(ap)
     sub = ap.add_subparsers(dest="command", required=True)
+    common = shared()
+
+    def add(subs: Any, name: str, parents: list[argparse.ArgumentParser] | None = None,
+            **kw: Any) -> argparse.ArgumentParser:
+        """A command's parser, taking the global options after the command too."""
+        return subs.add_parser(name, parents=parents if parents is not None else [common], **kw)
 
     def out(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -525,61 +604,79 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--reason", default="", help="recorded in the fact and the audit log")
         return p
 
-    p = sub.add_parser("run", help="run the daemon")
+    p = add(sub, "run", help="run the daemon", description="Run the daemon on the config of --config (else "
+            "$PROVISIONER_CONFIG, else ./provisioner.yaml, else the built-in demo). SIGTERM or Ctrl-C stops it; "
+            "SIGHUP reloads its config.")
     p.add_argument("--accept-reset-controller", action="store_true",
                    help="start even though the controller lacks facts this daemon saw committed (docs/recovery.md)")
     p.set_defaults(fn=cmd_run)
-    p = sub.add_parser("check-config", help="check a config file")
+    add(sub, "reload", help="have the running daemon read its config again (as SIGHUP does)",
+        description="Have the running daemon read its config file again: providers added, removed or changed, "
+                    "policy and budget, without losing state; an invalid file changes nothing. With --url, through "
+                    "its REST API (POST /v1/reload, an operator token), which answers what changed; else the config "
+                    "is checked here and the daemon on its home gets SIGHUP.").set_defaults(fn=cmd_reload)
+    p = add(sub, "check-config", help="check a config file")
     p.add_argument("file")
+    p.add_argument("--no-file-checks", action="store_true",
+                   help="leave out the checks of the files it names (scripts, env files, tokens, TLS): for a "
+                        "config written for another host, or the example on a fresh machine")
     p.set_defaults(fn=cmd_check_config)
-    demand = sub.add_parser("demand", help="put or show the demand").add_subparsers(dest="demand", required=True)
-    p = demand.add_parser("put", help="replace the demand with a snapshot (JSON or YAML file, or - for stdin)")
+    demand = add(sub, "demand", help="put or show the demand").add_subparsers(dest="demand", required=True)
+    p = add(demand, "put", help="replace the demand with a snapshot (JSON or YAML file, or - for stdin)")
     p.add_argument("file")
     p.set_defaults(fn=cmd_demand_put)
-    out(demand.add_parser("show", help="show the current demand")).set_defaults(fn=cmd_demand_show)
-    p = sub.add_parser("host", help="report a host event as the scheduler would")
+    out(add(demand, "show", help="show the current demand")).set_defaults(fn=cmd_demand_show, reads_only=True)
+    p = add(sub, "host", help="report a host event as the scheduler would")
     p.add_argument("event", choices=["joined", "idle", "busy"])
     p.add_argument("name", help="the machine name the provider reported")
     p.add_argument("--provider", help="whose host it is (needed when two providers have a live host of that name)")
     p.set_defaults(fn=cmd_host)
-    supply = sub.add_parser("supply", help="the scheduler's view of its hosts").add_subparsers(dest="supply",
+    supply = add(sub, "supply", help="the scheduler's view of its hosts").add_subparsers(dest="supply",
                                                                                               required=True)
-    p = supply.add_parser("put", help="replace it with a view (JSON or YAML file, or - for stdin): "
+    p = add(supply, "put", help="replace it with a view (JSON or YAML file, or - for stdin): "
                                       '{"hosts": [{"name", "provider" (optional), "state": "idle" | "busy"}]}')
     p.add_argument("file")
     p.set_defaults(fn=cmd_supply_put)
     for name, view in VIEWS.items():
-        p = out(sub.add_parser(name, help=f"list {name}"))
+        p = out(add(sub, name, help=f"list {name}"))
         for field in view.filters:
-            p.add_argument(f"--{field}", help=f"only rows with this {field}")
-        p.set_defaults(fn=cmd_view, view=name)
-    provider = sub.add_parser("provider", help="steer a provider").add_subparsers(dest="provider", required=True)
-    for action, text in (("pause", "stop new requests"), ("resume", "undo pause or drain"),
+            allowed = view.choices.get(field)
+            p.add_argument(f"--{field}", choices=allowed, metavar=field.upper() if allowed else None,
+                           help=f"only rows with this {field}" + (f": {', '.join(allowed)}" if allowed else ""))
+        p.set_defaults(fn=cmd_view, view=name, reads_only=True)
+        if name == "instances":
+            bulk_cli.add_parsers(p, add, why, out, cmd_bulk)
+    provider = add(sub, "provider", help="steer a provider").add_subparsers(dest="provider", required=True)
+    for action, text in (("pause", "stop new requests"),
+                         ("resume", "undo pause or drain, or revive a provider the daemon disabled (script exit 77 "
+                                    "or 78, or one that cannot start) once its cause is fixed"),
                          ("drain", "stop new requests; what it holds goes back as it falls idle")):
-        p = why(provider.add_parser(action, help=f"{text} (its owner carries it out)"))
+        p = why(add(provider, action, help=f"{text} (its owner carries it out)"))
         p.add_argument("name")
         p.set_defaults(fn=cmd_steer, action=action)
-    instance = sub.add_parser("instance", help="act on a host").add_subparsers(dest="instance", required=True)
-    p = why(instance.add_parser("return", help="give a host back (its owner carries it out)"))
+    instance = add(sub, "instance", help="act on a host").add_subparsers(dest="instance", required=True)
+    p = why(add(instance, "return", help="give a host back (its owner carries it out)"))
     p.add_argument("id", help="PROVIDER/MACHINE_ID, a machine id or a host name")
     p.set_defaults(fn=cmd_return_instance)
-    orphan = sub.add_parser("orphan", help="act on an orphan").add_subparsers(dest="orphan", required=True)
-    p = why(orphan.add_parser("return", help="give back an orphaned host or grant"))
+    orphan = add(sub, "orphan", help="act on an orphan").add_subparsers(dest="orphan", required=True)
+    p = why(add(orphan, "return", help="give back an orphaned host or grant"))
     p.add_argument("id", help="its id in the orphans list")
     p.set_defaults(fn=cmd_return_orphan)
-    p = sub.add_parser("import-lsf", help="print a providers: section for an LSF resource connector's "
-                                          "hostProviders.json (paste it into the config, then check-config)")
+    p = add(sub, "import-lsf", help="print a providers: section for an LSF resource connector's "
+                                    "hostProviders.json (paste it into the config, then check-config)")
     p.add_argument("file", help="the hostProviders.json (in LSF_ENVDIR/resource_connector)")
     p.set_defaults(fn=cmd_import_lsf)
-    p = sub.add_parser("schema", help="print the JSON Schema of a demand snapshot, a host event or a fact")
+    p = add(sub, "schema", help="print the JSON Schema of a demand snapshot, a host event, a supply view or a fact")
     p.add_argument("what", choices=["demand", "host-event", "supply", "fact"])
     p.set_defaults(fn=cmd_schema)
-    p = out(sub.add_parser("plan", help="what one planning round would order for a demand file; writes nothing"))
+    p = out(add(sub, "plan", help="what one planning round would order for a demand file; writes nothing"))
     p.add_argument("--demand", required=True, help="demand snapshot, JSON or YAML file (- for stdin)")
     p.add_argument("--empty", action="store_true", help="plan as if no supply existed (nothing held or in flight)")
-    p.set_defaults(fn=cmd_plan)
-    p = sub.add_parser("sim", help="evaluate policy offline: replay a demand trace against simulated providers")
-    p.add_argument("--config", dest="sim_config", required=True, help="simulator config (see examples/sim.yaml)")
+    p.set_defaults(fn=cmd_plan, reads_only=True)
+    p = add(sub, "sim", help="evaluate policy offline: replay a demand trace against simulated providers",
+            parents=[shared(skip=("--config",))])
+    p.add_argument("--config", default=argparse.SUPPRESS,
+                   help="simulator config (see examples/sim.yaml), or the daemon's own config file")
     p.add_argument("--trace", required=True, help="demand trace, JSON lines (see docs/offline-evaluation.md)")
     p.add_argument("--policy-set", action="append", default=[], metavar="KEY=VALUE",
                    help="change a setting for every run, e.g. idle_time=5m or budget.max_hosts=50")
@@ -588,8 +685,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for report.json, series.csv and the plots")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.set_defaults(fn=cmd_sim)
-    trace = sub.add_parser("trace", help="demand traces").add_subparsers(dest="trace", required=True)
-    p = trace.add_parser("generate", help="write a synthetic trace: daily cycle, weekends, bursts, seeded")
+    trace = add(sub, "trace", help="demand traces").add_subparsers(dest="trace", required=True)
+    p = add(trace, "generate", help="write a synthetic trace: daily cycle, weekends, bursts, seeded")
     p.add_argument("--out", required=True, help="trace file to write")
     p.add_argument("--hosts", action="append", default=[], metavar="ID:PEAK[:BASE[:SELECT]]",
                    help="a host item, e.g. batch:40:4:ncpus>=16;type=X86_64")
@@ -610,26 +707,38 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lost", action="append", default=[], metavar="PROVIDER:PER_DAY",
                    help="the provider takes hosts back at random, PER_DAY on average")
     p.set_defaults(fn=cmd_trace_generate)
-    audit = out(sub.add_parser("audit", help="show the audit log, or check its hash chain"))
+    p = add(trace, "export", help="write the controller's past demand (and what served it) as a trace for sim",
+            description="Write the demand snapshots the controller kept (35 days), with the hosts busy for each "
+                        "item, the license units in use, hosts lost and failovers, as a trace for provisioner sim. "
+                        "Reads the controller itself: give --config or --controller.")
+    p.add_argument("--since", default="30d", help="how far back (default 30d)")
+    p.add_argument("--out", required=True, help="trace file to write")
+    p.add_argument("--step", default="1m", help="time between samples (default 1m)")
+    p.set_defaults(fn=cmd_trace_export, reads_only=True)
+    audit = out(add(sub, "audit", help="show the audit log, or check its hash chain"))
     audit.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are written")
     audit.add_argument("--limit", type=int, default=50, help="how many of the last lines (default 50)")
     audit.set_defaults(fn=cmd_audit)
     check = audit.add_subparsers(dest="audit")
-    out(check.add_parser("verify", help="check the hash chain; exit 1 if it is broken")).set_defaults(
+    out(add(check, "verify", help="check the hash chain; exit 1 if it is broken")).set_defaults(
         fn=cmd_audit_verify)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging_setup.setup(args.log_level, args.log_format)
+    try:
+        logging_setup.setup(log_level(args.log_level), log_format(args.log_format))
+    except BadLogLevel as exc:
+        print(f"provisioner: {exc}", file=sys.stderr)
+        return 2
     try:
         return args.fn(args)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
     except (CliError, ControllerUnavailable, ValueError, ClientError, TokensError, ApiStartError, NotFound,
-            Conflict, CommitFailed, AuditError) as exc:
+            Conflict, CommitFailed, AuditError, NoStore, reload_cli.ReloadError, ExportError) as exc:
         print(f"provisioner: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

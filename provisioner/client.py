@@ -103,8 +103,15 @@ class Remote:
     def return_instance(self, ident: str, reason: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/instances/{_seg(ident)}/return", {"reason": reason})
 
+    def bulk(self, action: str, f: Any, reason: str, dry_run: bool) -> dict[str, Any]:
+        body = {**f.model_dump(exclude_none=True, exclude_defaults=True), "dry_run": dry_run, "reason": reason}
+        return self._call("POST", f"/v1/instances/{action}", body)
+
     def return_orphan(self, ident: str, reason: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/orphans/{_seg(ident)}/return", {"reason": reason})
+
+    def reload(self) -> dict[str, Any]:
+        return self._call("POST", "/v1/reload")
 
     def audit(self, after: str | None, limit: int) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/audit", after=after, limit=limit)["items"]

@@ -38,8 +38,10 @@ from actors.lease import LeaseActor
 from actors.provider import CallsFactory
 from actors.pumps import Tailer, Ticker
 from actors.script_calls import ScriptCalls
+from config.load import load_config
+from config.located import ConfigError
 from config.models import Config, ProviderConfig
-from messages.commands import Append, Appended
+from messages.commands import Append, Appended, Reconfigure
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from owner.calls import OnDone
@@ -59,6 +61,7 @@ from provisioner.auth import load_tokens
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
 from provisioner.readmodel import ReadModel
+from provisioner.reload import plan_reload
 from provisioner.resetguard import ControllerReset, Mark, accept, check, refusal
 from provisioner.snapshotter import Snapshotter
 
@@ -80,9 +83,16 @@ class Daemon:
         on_commit: Callable[[list[Fact], float], None] | None = None,
         serve_api: bool = False,
         accept_reset: bool = False,
+        config_file: Path | None = None,
     ) -> None:
-        """``accept_reset``: start on a controller that lost facts this daemon saw committed (see resetguard)."""
+        """``accept_reset``: start on a controller that lost facts this daemon saw committed (see resetguard).
+        ``config_file``: where ``cfg`` was read from, read again by ``reload`` (SIGHUP, ``POST /v1/reload``)."""
         self.cfg = cfg
+        self.config_file = config_file
+        self._reloading = threading.Lock()
+        #: Set by SIGHUP (``stop_signals``): ``run_until`` reloads on its own thread, not in the handler.
+        self.reload_asked = threading.Event()
+        self.ops: Operations | None = None
         self.home = home
         self.controller = controller or open_controller(cfg.controller.url, clock=clock)
         self.clock = clock
@@ -105,8 +115,8 @@ class Daemon:
         self.auditor = Auditor(self.audit, self.controller)
         self.api: ApiServer | None = None
         self.started = False
-        period = tick or max(0.05, min(cfg.policy.poll_every, cfg.policy.plan_every, cfg.lease.renew_every) / 4)
-        self.ticker = Ticker(period, clock=clock)
+        self.fixed_tick = tick
+        self.ticker = Ticker(self._tick_period(cfg), clock=clock)
         self.journal: Any = None
         self.budget: Any = None
         self.leases: Any = None
@@ -161,6 +171,10 @@ class Daemon:
                  " and may plan" if self.cfg.instance.planner else "")
         return self
 
+    def _tick_period(self, cfg: Config) -> float:
+        return self.fixed_tick or max(0.05, min(cfg.policy.poll_every, cfg.policy.plan_every,
+                                                cfg.lease.renew_every) / 4)
+
     def _where_to_begin(self) -> tuple[Cursor, Any]:
         """The controller's heads now, and the latest snapshot: replay starts from the one, tails from the other."""
         c = self.controller
@@ -182,11 +196,11 @@ class Daemon:
         api = self.cfg.api
         tokens = load_tokens(api.tokens) if api.tokens else None
         billing = plan_settings(self.cfg.policy, self.cfg.budget, self.cfg.providers).billing_units
-        ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing,
-                         refused_events=self.metrics.refused_events,
-                         max_demand_items=self.cfg.policy.max_demand_items)
+        ops = self.ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing,
+                                    refused_events=self.metrics.refused_events,
+                                    max_demand_items=self.cfg.policy.max_demand_items)
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting",
-                         max_body=api.max_body)
+                         max_body=api.max_body, reload=self.reload)
         return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
 
     def _script_calls(self, provider: ProviderConfig, work_dir: Path, on_done: OnDone,
@@ -250,6 +264,47 @@ class Daemon:
         except queue.Empty:
             return Appended(tag="external", error=f"no answer from the journal within {timeout:.0f}s")
 
+    def reload(self) -> dict[str, Any]:
+        """Read the config file again and run on it (``provisioner/reload.py``); an invalid one changes nothing.
+
+        Returns what happened: ``ok``, the ``changes``, what needs a restart, or the ``errors`` that kept
+        the old config. Actors get their new settings by message.
+        """
+        with self._reloading:
+            if self.config_file is None:
+                return self._reloaded(False, errors=["this daemon runs the built-in demo: there is no config file "
+                                                     "to read again"])
+            try:
+                new = load_config(self.config_file)
+            except ConfigError as exc:
+                return self._reloaded(False, errors=[str(i) for i in exc.issues] or [str(exc)])
+            except (OSError, ValueError) as exc:
+                return self._reloaded(False, errors=[f"{self.config_file}: {exc}"])
+            plan = plan_reload(self.cfg, new)
+            self.cfg = cfg = plan.config
+            if self.started:
+                message = Reconfigure(config=cfg, restart=frozenset(plan.restart))
+                self.budget.tell(message)
+                self.leases.tell(message)
+            self.metrics.reconfigure(cfg)
+            self.ticker.period = self._tick_period(cfg)
+            if self.ops is not None:
+                self.ops.billing_units = plan_settings(cfg.policy, cfg.budget, cfg.providers).billing_units
+                self.ops.max_demand_items = cfg.policy.max_demand_items
+            return self._reloaded(True, changes=plan.changes, restart_needed=plan.restart_needed)
+
+    def _reloaded(self, ok: bool, changes: list[str] | None = None, restart_needed: list[str] | None = None,
+                  errors: list[str] | None = None) -> dict[str, Any]:
+        result = {"ok": ok, "config": str(self.config_file) if self.config_file else None,
+                  "changes": changes or [], "restart_needed": restart_needed or [], "errors": errors or []}
+        if not ok:
+            log.error("reload: config not reloaded, the running one stays: %s", "; ".join(result["errors"]))
+            return result
+        log.info("reload: %s read again: %s", self.config_file, "; ".join(result["changes"]) or "nothing changed")
+        for line in result["restart_needed"]:
+            log.warning("reload: %s", line)
+        return result
+
     def stop(self) -> None:
         if self._stopped.is_set():
             return
@@ -274,8 +329,10 @@ class Daemon:
         """Run until ``done`` is set; then stop in reverse order and return 0."""
         try:
             self.start(stopping=done)
-            while not done.wait(1.0):
-                pass
+            while not done.wait(0.2):
+                if self.reload_asked.is_set():
+                    self.reload_asked.clear()
+                    self.reload()
         finally:
             if extra_stop is not None:
                 extra_stop()
@@ -284,15 +341,21 @@ class Daemon:
 
 
 @contextmanager
-def stop_signals() -> Iterator[threading.Event]:
-    """An event that SIGTERM or SIGINT (Ctrl-C) sets, for as long as the block runs."""
+def stop_signals(reload: threading.Event | None = None) -> Iterator[threading.Event]:
+    """An event that SIGTERM or SIGINT (Ctrl-C) sets, for as long as the block runs; SIGHUP sets ``reload``."""
     done = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("received %s", signal.Signals(signum).name)
         done.set()
 
+    def on_hangup(_signum: int, _frame: object) -> None:
+        log.info("received SIGHUP: reloading the config")
+        if reload is not None:
+            reload.set()
+
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_hangup)
     try:
         yield done
     finally:

@@ -56,12 +56,17 @@ class Metrics:
             "provisioner_journal_commit_seconds", "How long one group commit of facts to the controller took.",
             buckets=COMMIT_BUCKETS, registry=self.registry)
         self.registry.register(BuildInfo())
-        self.registry.register(ControllerAnswered(StateCollector(read_model, controller, cfg, clock)))
+        self.state = StateCollector(read_model, controller, cfg, clock)
+        self.registry.register(ControllerAnswered(self.state))
         #: Host events refused, by reason (``unknown``, ``ambiguous``): the journal and the REST API count them.
         self.refused_events: Tally[str] = Tally()
         self.registry.register(RefusedEvents(self.refused_events))
         self.processes = ProcessCollector()
         self.registry.register(self.processes)
+
+    def reconfigure(self, cfg: Config) -> None:
+        """A reloaded config: the caps and billing units the state families are read with."""
+        self.state.configure(cfg)
 
     def watch_process(self, provider: str, status: Callable[[], Status]) -> None:
         """Follow a persistent provider's process (its health and restarts) from now on."""
@@ -182,8 +187,12 @@ class StateCollector(Collector):
                  clock: Callable[[], float]) -> None:
         self.read_model = read_model
         self.controller = controller
-        self.cfg = cfg
         self.clock = clock
+        self.configure(cfg)
+
+    def configure(self, cfg: Config) -> None:
+        # One assignment per attribute: a scrape on another thread reads either the old or the new.
+        self.cfg = cfg
         self.limits = budget_limits(cfg.budget)
         self.settings = plan_settings(cfg.policy, cfg.budget, cfg.providers)
 

@@ -16,12 +16,14 @@ from typing import Any, Callable, Literal, Mapping, NamedTuple
 from lease.port import Lease
 from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
 from messages.facts import Fact, Order, Payload, ProviderAdmin, make_fact
-from messages.states import GRANT, INSTANCE
+from messages.states import GRANT, INSTANCE, REQUEST, StateMachine
 from persistence.host_names import live_providers
 from persistence.port import Controller
 from persistence.projection import Projection
+from policy.explain import unservable
 from provisioner import views
 from provisioner.audit import AuditLog
+from provisioner.bulk import Bulk, BulkFilter, orders, select, summary
 from provisioner.readmodel import ReadModel
 
 Steer = Literal["pause", "resume", "drain"]
@@ -33,6 +35,9 @@ HOST_RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_p
 GRANT_RETURNABLE = frozenset(s for s, dsts in GRANT.edges.items() if "return_planned" in dsts)
 
 log = logging.getLogger(__name__)
+
+#: Warnings about a demand's items that no provider can serve, at most (the rest counted).
+WARNED = 20
 
 #: Commits facts and returns them as accepted, or raises ``CommitFailed``.
 Commit = Callable[[list[Fact]], list[Fact]]
@@ -66,22 +71,56 @@ class Scope(NamedTuple):
 
 
 class View(NamedTuple):
-    """One list: its cursor key, the fields it can be filtered on, and how to compute its rows."""
+    """One list: its cursor key, the fields it can be filtered on, and how to compute its rows.
+
+    ``choices``: the values a filter can take, where they are a closed set (states, kinds): a
+    misspelt one is an error listing them, never an empty list that looks like "none".
+    """
 
     key: str
     filters: tuple[str, ...]
     rows: Callable[[Projection, Scope], list[dict[str, Any]]]
+    choices: Mapping[str, tuple[str, ...]] = {}
 
 
+def _states(machine: StateMachine) -> tuple[str, ...]:
+    """A state machine's states in the order its table declares them (its life, mostly)."""
+    seen = dict.fromkeys(machine.edges)
+    for dsts in machine.edges.values():
+        seen.update(dict.fromkeys(dsts))
+    return tuple(seen)
+
+
+KINDS = ("hosts", "units")
 VIEWS: dict[str, View] = {
-    "providers": View("name", ("kind", "status", "owner"), lambda p, s: views.provider_details(p, s.leases, s.now)),
-    "requests": View("id", ("provider", "state", "action", "kind"), lambda p, s: views.requests(p)),
-    "instances": View("id", ("provider", "state", "template"), lambda p, s: views.instances(p, s.now)),
+    "providers": View("name", ("kind", "status", "owner"), lambda p, s: views.provider_details(p, s.leases, s.now),
+                      {"kind": KINDS, "status": ("active", "degraded", "paused", "drained", "disabled")}),
+    "requests": View("id", ("provider", "state", "action", "kind"), lambda p, s: views.requests(p),
+                     {"state": _states(REQUEST), "action": ("request", "return"), "kind": KINDS}),
+    "instances": View("id", ("provider", "state", "template"), lambda p, s: views.instances(p, s.now),
+                      {"state": _states(INSTANCE)}),
     "resources": View("name", ("provider",), lambda p, s: views.resources(p, s.scheduler_in_use)),
     "costs": View("provider", ("provider",), lambda p, s: views.costs(p, s.now, s.billing_units)),
     "decisions": View("seq", ("item",), lambda p, s: views.decisions(p)),
-    "orphans": View("id", ("provider", "kind", "state"), lambda p, s: views.orphans(p, s.now)),
+    "orphans": View("id", ("provider", "kind", "state"), lambda p, s: views.orphans(p, s.now),
+                    {"kind": ("instance", "grant", "request"), "state": ("orphaned", "timed_out", "failed")}),
 }
+
+
+class BadFilter(ValueError):
+    """A filter value outside its closed set; ``field`` names the filter."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_filters(view: str, where: Mapping[str, Any]) -> None:
+    """Refuse a filter value the view's rows can never have, listing the ones they can."""
+    for name, allowed in VIEWS[view].choices.items():
+        value = where.get(name)
+        if value is not None and str(value) not in allowed:
+            raise BadFilter(name, f"{name} {value!r}: {view} have no such {name}; one of: {', '.join(allowed)}")
 
 
 class Operations:
@@ -105,6 +144,7 @@ class Operations:
              limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
         """A page of one view's rows; raises ``views.BadCursor`` for an unknown ``after``."""
         v = VIEWS[view]
+        check_filters(view, where or {})
         supply = self.controller.get_supply() if view == "resources" else None
         scope = Scope(self.controller.leases.all() if view == "providers" else [], self.clock(), self.billing_units,
                       supply.resources if supply is not None else {})
@@ -128,6 +168,14 @@ class Operations:
             raise TooLarge(f"demand: {len(snapshot.items)} items, more than policy.max_demand_items "
                            f"({self.max_demand_items}); nothing stored")
         return self.controller.put_demand(snapshot)
+
+    def demand_warnings(self, snapshot: DemandSnapshot) -> list[str]:
+        """Items no configured provider can ever serve, as their descriptions say (the first ``WARNED``)."""
+        with self.read_model.current() as p:
+            found = unservable(snapshot, p.providers)
+        if len(found) > WARNED:
+            found = found[:WARNED] + [f"{len(found) - WARNED} more items no provider can serve"]
+        return found
 
     def host_event(self, name: str, event: HostEventKind, provider: str | None = None) -> dict[str, Any]:
         """Record a host event, once it is clear whose host it is.
@@ -179,7 +227,8 @@ class Operations:
             order = Order(action="return", supply="hosts", machines=[inst.machine_id], count=1,
                           reason=_because(reason, by, "return"))
             provider, key, state = inst.provider, inst.key, inst.state
-        later = " once its work is done" if state == "busy" else ""
+        later = " now, busy as it is (to wait for its work to end: provisioner instances drain)" \
+            if state == "busy" else ""
         return self._write(order, provider, f"return of {key} ordered; the owner of {provider} gives it back{later}")
 
     def return_orphan(self, ident: str, reason: str, by: str) -> dict[str, Any]:
@@ -200,6 +249,20 @@ class Operations:
                           count=grant.count or grant.requested, reason=_because(reason, by, "return"))
             provider = grant.provider
         return self._write(order, provider, f"return of grant {ident} ordered; the owner of {provider} gives it back")
+
+    def bulk(self, action: Bulk, f: BulkFilter, reason: str, by: str, dry_run: bool = False) -> dict[str, Any]:
+        """Return or drain every host ``f`` matches (``provisioner.bulk``); with ``dry_run``, write nothing."""
+        with self.read_model.current() as p:
+            chosen = select(p.instances.values(), f, self.clock())
+            rows = {r["id"]: r for r in views.instances(p, self.clock())}
+        hosts = [rows[i.key] for i in chosen.hosts]
+        accepted: list[Fact] = []
+        if chosen.hosts and not dry_run:
+            now = self.clock()
+            accepted = self.commit([make_fact(order, provider=provider, now=now)
+                                    for provider, order in orders(action, chosen.hosts, _because(reason, by, action))])
+        return {"action": action, "dry_run": dry_run, "matched": len(hosts), "hosts": hosts,
+                "skipped": chosen.skipped, "facts": [f.id for f in accepted], "message": summary(action, chosen, dry_run)}
 
     def _write(self, payload: Payload, provider: str, message: str) -> dict[str, Any]:
         fact = make_fact(payload, provider=provider, now=self.clock())

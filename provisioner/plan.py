@@ -48,6 +48,7 @@ from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
 from policy.rounds import DryRun, dry_run
 from policy.settings import PlanSettings, plan_settings
+from provisioner.explained import decision_lines
 from provisioner.readmodel import ReadModel
 
 
@@ -154,12 +155,9 @@ def as_text(planned: Planned) -> str:
         lines += _table(["item", "count", "reason"], [[u.item, str(u.count), u.reason] for u in r.unplaced])
     if r.clamps:
         lines += ["", "budget cuts:"] + [f"  {c.limit}: {c.detail}" for c in r.clamps]
-    lines += ["", "decisions:"]
-    lines += _table(["item", "need", "in_flight", "chosen", "note"], [
-        [d.item, str(d.need), str(d.in_flight),
-         ", ".join(f"{c.count} {c.provider}/{c.template or c.resource}"
-                   + (f" ({c.bundles} bundles)" if c.bundles is not None else "") for c in d.chosen) or "-",
-         d.note or "-"] for d in r.decisions])
+    lines += ["", "decisions, each candidate in rank order:"]
+    for d in r.decisions:
+        lines += decision_lines(d.model_dump(mode="json"))
     return "\n".join(lines)
 
 

@@ -158,6 +158,7 @@ def decisions(p: Projection) -> list[dict[str, Any]]:
             "chosen": [c.model_dump(mode="json") for c in r.decision.chosen],
             "rejected": [x.model_dump(mode="json") for x in r.decision.rejected],
             "note": r.decision.note,
+            "candidates": [c.model_dump(mode="json") for c in r.decision.candidates],
         }
         for r in p.decisions
     ]

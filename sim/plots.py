@@ -3,7 +3,8 @@
 ``supply-<variant>.png`` stacks what each provider holds (the largest
 ones by name, the rest as "others") under the workload's want and the
 unmet need, hosts above and license units (over the owned base) below; ``cost.png`` draws the
-cost so far of every variant on one chart; ``packing-<variant>.png`` (traces with bundle items)
+cost so far of every variant, each in its own line style, and below it each variant's difference from
+the first (so runs that cost nearly the same do not hide each other); ``packing-<variant>.png`` (traces with bundle items)
 draws, per resource the bundles need, what the bundle hosts have against what the bundles use.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -69,20 +71,53 @@ def _supply(path: Path, r: Result) -> Path:
     return path
 
 
+#: Line styles and markers of the variants, in turn: lines that coincide still show apart.
+STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "x")
+
+
 def _cost(path: Path, results: list[Result]) -> Path:
-    fig, ax = plt.subplots(figsize=(10, 3.5))
-    for r in results:
-        samples = r.engine.metrics.samples
-        ax.plot([(s.at - r.engine.start) / 3600 for s in samples], [s.cost for s in samples], label=r.variant.name)
-    ax.set_xlabel("hours since the trace start")
-    ax.set_ylabel("cost so far")
-    ax.set_title("cumulative cost")
-    ax.legend(loc="upper left")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    fig = cost_figure(results)
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
+
+
+def cost_figure(results: list[Result]) -> Any:
+    """Cumulative cost per variant, each in a style and marker of its own and labelled with its total;
+    with several variants, a second panel draws each one's difference from the first, where runs whose
+    costs differ by a few percent (which overlap on the first panel) lie apart."""
+    several = len(results) > 1
+    fig, axes = plt.subplots(2 if several else 1, 1, figsize=(10, 5.5 if several else 3.5), sharex=True,
+                             squeeze=False, gridspec_kw={"height_ratios": [3, 2]} if several else None)
+    top = axes[0, 0]
+    base = results[0] if results else None
+    for k, r in enumerate(results):
+        samples = r.engine.metrics.samples
+        hours = [(s.at - r.engine.start) / 3600 for s in samples]
+        costs = [s.cost for s in samples]
+        style = {"linestyle": STYLES[k % len(STYLES)], "marker": MARKERS[k % len(MARKERS)],
+                 "markevery": max(1, len(samples) // 12), "markersize": 4, "linewidth": 1.6 if k == 0 else 1.2}
+        total = costs[-1] if costs else 0.0
+        (line,) = top.plot(hours, costs, label=f"{r.variant.name}: {total:,.2f}", **style)
+        if several and base is not None and k > 0:
+            ref = [s.cost for s in base.engine.metrics.samples]
+            diff = [c - b for c, b in zip(costs, ref)]
+            axes[1, 0].plot(hours[:len(diff)], diff, label=f"{r.variant.name} - {base.variant.name}",
+                            color=line.get_color(), **style)
+    top.set_ylabel("cost so far")
+    top.set_title("cumulative cost (the total in the legend)")
+    top.legend(loc="upper left")
+    top.grid(alpha=0.3)
+    if several:
+        low = axes[1, 0]
+        low.axhline(0.0, color="black", linewidth=0.8)
+        low.set_ylabel(f"difference from {base.variant.name if base else 'base'}")
+        low.legend(loc="upper left", fontsize=8)
+        low.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("hours since the trace start")
+    fig.tight_layout()
+    return fig
 
 
 def _packing(path: Path, r: Result) -> Path:

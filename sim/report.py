@@ -21,7 +21,10 @@ from typing import Any
 
 import orjson
 
-from sim.config import ConfigError, ConfigIssue, with_settings
+from messages.demand import DemandSnapshot
+from messages.records import ProviderRecord
+from policy.explain import unservable
+from sim.config import ConfigError, ConfigIssue, SimConfig, with_settings
 from sim.engine import run
 from sim.result import Result, Variant
 from sim.trace import Trace
@@ -48,8 +51,19 @@ def simulate(raw: dict[str, Any], trace: Trace, chosen: list[Variant], origin: s
     results = []
     for v, cfg in zip(chosen, cfgs):
         report, engine = run(cfg, trace)
-        results.append(Result(v, cfg, report, engine))
+        warned = unservable_items(trace, cfg)
+        if warned:
+            report["warnings"] = warned
+        results.append(Result(v, cfg, report, engine, warned))
     return results
+
+
+def unservable_items(trace: Trace, cfg: SimConfig) -> list[str]:
+    """Trace items no provider of ``cfg`` can ever serve, with why (``policy.explain``): their need stays
+    unmet the whole run, which the report says rather than leaving it to silent unmet hours."""
+    providers = {sp.name: ProviderRecord(name=sp.name, description=sp.description) for sp in cfg.providers}
+    found = unservable(DemandSnapshot(items=list(trace.items.values())), providers)
+    return [f"trace {line}: its demand stays unmet throughout" for line in found]
 
 
 # --- writing -------------------------------------------------------------------------------
@@ -63,6 +77,9 @@ def write_outputs(out: Path, results: list[Result], trace: Trace, config: str, p
                   "steps": len(trace.steps)},
         "variants": {r.variant.name: {"settings": list(r.variant.settings), **r.report} for r in results},
     }
+    warned = list(dict.fromkeys(w for r in results for w in r.warnings))
+    if warned:
+        doc["warnings"] = warned
     written = [out / "report.json", out / "series.csv"]
     written[0].write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     _series(written[1], results)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sim.config import SimConfig
@@ -21,3 +21,5 @@ class Result:
     cfg: SimConfig
     report: dict[str, Any]
     engine: Engine
+    #: Trace items no provider of this variant can ever serve (their need is unmet throughout), and why.
+    warnings: list[str] = field(default_factory=list)

@@ -96,6 +96,36 @@ class Shape:
     lost: tuple[tuple[str, float], ...] = ()
 
 
+def problems(loads: list[Load], shape: Shape) -> list[str]:
+    """What makes these arguments an empty or meaningless trace, each naming its option: negative rates
+    and sizes, a base above the peak, a period with no sample in it."""
+    out = []
+    for ld in loads:
+        flag = f"--{ld.kind} {ld.id}"
+        if ld.peak < 0 or ld.base < 0:
+            out.append(f"{flag}: peak {ld.peak} and base {ld.base} must be 0 or more")
+        elif ld.base > ld.peak:
+            out.append(f"{flag}: base {ld.base} is above the peak {ld.peak} (ID:PEAK:BASE: the peak comes first)")
+    if not shape.days > 0:
+        out.append(f"--days {shape.days:g}: must be more than 0")
+    if not shape.step > 0:
+        out.append(f"--step {shape.step:g}s: must be more than 0")
+    elif shape.days > 0 and shape.step > shape.days * 86400.0:
+        out.append(f"--step {shape.step:g}s is longer than --days {shape.days:g} ({shape.days * 86400.0:g}s): "
+                   "the trace would have no sample after its start")
+    for flag, value in (("--bursts-per-day", shape.bursts_per_day), ("--burst-size", shape.burst_size),
+                        ("--noise", shape.noise), ("--weekend", shape.weekend)):
+        if value < 0 or math.isnan(value):
+            out.append(f"{flag} {value:g}: cannot be negative")
+    for provider, n in shape.failovers:
+        if n < 0:
+            out.append(f"--failover {provider}:{n}: a count cannot be negative")
+    for provider, per_day in shape.lost:
+        if per_day < 0 or math.isnan(per_day):
+            out.append(f"--lost {provider}:{per_day:g}: a rate cannot be negative")
+    return out
+
+
 def generate(loads: list[Load], shape: Shape, start: float, seed: int) -> Iterator[dict[str, Any]]:
     """The trace's steps as JSON-ready objects (the header is ``sim.trace.write_trace``'s)."""
     rng = random.Random(f"trace:{seed}")

@@ -19,7 +19,7 @@ def test_each_failure_in_a_row_doubles_the_cooldown_up_to_the_cap():
         failed_request(p, "a", "a-t", f"r{n}", at=at, outcome="failed")
         c = _cool(p, at)[("a", "")]
         waits.append(c.until - at)
-        assert c.strikes == n + 1 and c.cause == "request failed"
+        assert c.strikes == n + 1 and c.cause == "a failed request"
         at = c.until + 1  # tried again right after the cooldown, and failed again
     assert waits == [60, 120, 240, 300, 300]
 
@@ -30,9 +30,9 @@ def test_capacity_cools_only_the_template_and_other_failures_the_whole_provider(
     assert set(_cool(p, T0 + 1)) == {("a", "a-big")}
     failed_request(p, "a", "a-small", "r2", at=T0 + 2, outcome="timeout")
     cool = _cool(p, T0 + 3)
-    assert set(cool) == {("a", "a-big"), ("a", "")} and cool[("a", "")].cause == "unknown outcome"
+    assert set(cool) == {("a", "a-big"), ("a", "")} and cool[("a", "")].cause == "a request of unknown outcome"
     failed_request(p, "b", "b-t", "r3", at=T0 + 2, state="timed_out", outcome=None)
-    assert _cool(p, T0 + 3)[("b", "")].cause == "request timed out"
+    assert _cool(p, T0 + 3)[("b", "")].cause == "a request timed out"
 
 
 def test_a_cooldown_ends_and_a_success_clears_the_strikes():

@@ -83,7 +83,7 @@ def test_select_keeps_bundles_off_templates_it_does_not_match():
     out = plan(snap, provs, view(Projection()), T0, PlanSettings())
     carried = {(p, o.template): o.bundles for p, o in out.orders}
     assert carried == {("x86", "x.8x"): {"j1": 8}, ("arm", "a.8x"): {"j2": 8}}
-    assert [(r.provider, r.reason) for r in out.decisions[0].rejected] == [("arm", "mismatch")]
+    assert [(r.provider, r.reason) for r in out.decisions[0].rejected] == [("arm", "type ARM64 != X86_64")]
     assert all(o.item_id == "" and o.supply == "hosts" for _, o in out.orders)
 
 

@@ -79,7 +79,7 @@ def test_rejections_name_their_reason():
     out = plan(demand(HostItem(id="d", count=1, select={"ncpus": ">=8"})),
                {"paused": paused, "orphan": orphan, "small": small}, view(Projection()), 0, SETTINGS)
     reasons = {r.provider: r.reason for r in out.decisions[0].rejected}
-    assert reasons["paused"] == "paused" and reasons["small"] == "mismatch" and "no owner" in reasons["orphan"]
+    assert reasons["paused"] == "paused" and reasons["small"] == "ncpus 2 < 8" and "no owner" in reasons["orphan"]
     assert out.orders == [] and "1 could not be placed" in out.decisions[0].note
 
 

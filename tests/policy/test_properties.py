@@ -168,7 +168,7 @@ def test_a_failed_providers_remainder_goes_to_the_next_candidate(world, outcome)
     assert not any(q == top.provider and (o.template == top.key or outcome != "capacity") for q, o in out.orders)
     first = out.decisions[0]
     if first.need > 0:
-        assert any(r.provider == top.provider and r.reason.startswith("cooldown") for r in first.rejected)
+        assert any(r.provider == top.provider and r.reason.startswith("cooling down until") for r in first.rejected)
 
 
 @FAST

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -96,9 +97,9 @@ def test_rejections_name_cooldown_paused_drained_and_capacity():
     out = plan(demand(HostItem(id="d", count=2, select={"ncpus": ">=8"})), provs, view(p), T0,
                PlanSettings(cooldown=60))
     reasons = _reasons(out)
-    assert reasons["cool"].startswith("cooldown: capacity unavailable of cool-t (1 in a row) until ")
+    assert re.fullmatch(r"cooling down until \d\d:\d\d:\d\d UTC after capacity error on cool-t", reasons["cool"])
     assert reasons["paused"] == "paused" and reasons["drained"] == "drained: maintenance"
-    assert reasons["full"] == "capacity: room for 0" and reasons["small"] == "mismatch"
+    assert reasons["full"] == "capacity: room for 0" and reasons["small"] == "ncpus 2 < 8"
     assert out.orders == [] and out.decisions[0].note == "2 could not be placed"
     assert plan(demand(HostItem(id="d", count=2, select={"ncpus": ">=8"})), provs, view(p), T0 + 1,
                 PlanSettings(cooldown=60)).decisions == out.decisions, "reasons stay the same between rounds"

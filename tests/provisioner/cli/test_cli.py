@@ -64,7 +64,9 @@ def test_bad_demand_is_refused_with_the_place_named_and_nothing_stored(url, body
     assert r.returncode == 1
     assert r.stderr.startswith("provisioner: stdin:") and expect in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    assert "no demand yet" in cli("--controller", url, "demand", "show").stdout
+    shown = cli("--controller", url, "demand", "show")
+    assert shown.returncode == 1 and "no such database file" in shown.stderr, "nothing stored, not even a store"
+    assert not (Path(url[len("sqlite://"):])).exists()
 
 
 def _hosts(url: str, *placed: tuple[str, str, str]) -> None:

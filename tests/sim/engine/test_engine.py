@@ -43,7 +43,7 @@ def test_capacity_failures_cool_the_template_down_and_the_need_moves_to_the_next
     assert failed and all(r.state == "failed" and r.outcome == "capacity" for r in failed)
     assert {i.provider for i in e.p.instances.values()} == {"b"}
     assert sum(1 for i in e.p.instances.values()) == 3
-    assert any(rej.provider == "a" and rej.reason.startswith("cooldown: capacity unavailable")
+    assert any(rej.provider == "a" and rej.reason.startswith("cooling down until ")
                for d in e.p.decisions for rej in d.decision.rejected)
     assert report["failures"]["requests failed (capacity)"] == len(failed)
 
