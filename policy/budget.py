@@ -162,7 +162,8 @@ class Clamp:
     def detail(self) -> str:
         if self.dropped:
             lost = ", ".join(f"{n} of {item}" for item, n in sorted(self.dropped.items()))
-            return f"{self.provider}: packed order clamped from {self.asked} to {self.got} hosts; bundles unplaced: {lost}"
+            return (f"{self.provider}: packed order clamped from {self.asked} to {self.got} hosts; "
+                    f"bundles unplaced: {lost}")
         return f"{self.provider}: order for {self.item_id} clamped from {self.asked} to {self.got}"
 
 

@@ -167,7 +167,8 @@ class Daemon:
         self.snapshotter.start()
         self.auditor.start()
         self.started = True
-        log.info("daemon %s started: serves %s%s", self.cfg.instance.id, ", ".join(self.cfg.instance.serves) or "nothing",
+        log.info("daemon %s started: serves %s%s", self.cfg.instance.id,
+                 ", ".join(self.cfg.instance.serves) or "nothing",
                  " and may plan" if self.cfg.instance.planner else "")
         return self
 

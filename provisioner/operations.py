@@ -262,7 +262,8 @@ class Operations:
             accepted = self.commit([make_fact(order, provider=provider, now=now)
                                     for provider, order in orders(action, chosen.hosts, _because(reason, by, action))])
         return {"action": action, "dry_run": dry_run, "matched": len(hosts), "hosts": hosts,
-                "skipped": chosen.skipped, "facts": [f.id for f in accepted], "message": summary(action, chosen, dry_run)}
+                "skipped": chosen.skipped, "facts": [f.id for f in accepted],
+                "message": summary(action, chosen, dry_run)}
 
     def _write(self, payload: Payload, provider: str, message: str) -> dict[str, Any]:
         fact = make_fact(payload, provider=provider, now=self.clock())

@@ -107,7 +107,8 @@ class Engine:
         self.demand: DemandSnapshot | None = None
         self.catalog: Catalog | None = None
         self.clouds = {sp.name: Cloud(sp, cfg.seed) for sp in cfg.providers}
-        self.owners = {name: Owner(self, cloud, cfg.policy, cfg.resources, calls) for name, cloud in self.clouds.items()}
+        self.owners = {name: Owner(self, cloud, cfg.policy, cfg.resources, calls)
+                       for name, cloud in self.clouds.items()}
         self.scheduler = Scheduler(self._fits, self._capacity)
         self._capacities: dict[tuple[str, str | None], dict[str, float]] = {}
         #: Per packed request: how many of its hosts have joined (each takes the next host's load).

@@ -4,8 +4,9 @@
 ones by name, the rest as "others") under the workload's want and the
 unmet need, hosts above and license units (over the owned base) below; ``cost.png`` draws the
 cost so far of every variant, each in its own line style, and below it each variant's difference from
-the first (so runs that cost nearly the same do not hide each other); ``packing-<variant>.png`` (traces with bundle items)
-draws, per resource the bundles need, what the bundle hosts have against what the bundles use.
+the first (so runs that cost nearly the same do not hide each other); ``packing-<variant>.png``
+(traces with bundle items) draws, per resource the bundles need, what the bundle hosts have against
+what the bundles use.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ matplotlib.use("Agg")
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
 import matplotlib.pyplot as plt  # noqa: E402
 
-from sim.result import Result
+from sim.result import Result  # noqa: E402
 
 #: Providers drawn by name per panel; the rest are summed as "others".
 SHOWN = 8

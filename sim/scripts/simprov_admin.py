@@ -30,7 +30,8 @@ def set_in_use(cfg: SimConfig, state: State, args: List[str]) -> Dict[str, Any]:
     """Set what the license server reports as checked out by jobs."""
     resource, amount = args
     if cfg.pool(resource) is None:
-        raise SimExit(BAD_INPUT, f"admin set-in-use: no pool {resource!r} (pools: {', '.join(p.resource for p in cfg.pools)})")
+        pools = ", ".join(p.resource for p in cfg.pools)
+        raise SimExit(BAD_INPUT, f"admin set-in-use: no pool {resource!r} (pools: {pools})")
     if not amount.isdigit():
         raise SimExit(BAD_INPUT, f"admin set-in-use: amount must be an integer >= 0, found {amount!r}")
     state["in_use"][resource] = int(amount)

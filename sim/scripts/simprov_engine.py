@@ -184,7 +184,8 @@ def _status(cfg: SimConfig, state: State, now: float, call: Call) -> Dict[str, A
     for rid in call.request_ids:
         req = state["requests"].get(rid)
         if req is None:
-            out.append({"requestId": rid, "status": "complete_with_error", "message": "unknown request", "machines": []})
+            out.append({"requestId": rid, "status": "complete_with_error", "message": "unknown request",
+                        "machines": []})
         elif req["supply"] == "hosts":
             out.append((hosts.request_status if req["kind"] == "request" else hosts.return_status)(state, req, now))
         elif req["kind"] == "request":

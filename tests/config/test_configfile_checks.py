@@ -345,7 +345,8 @@ def test_tokens_file_missing(site: Path) -> None:
 
 def test_tls_files_must_exist(site: Path) -> None:
     (site / "cert.pem").write_text("x")
-    path = write(site, GOOD.replace("tokens: tokens.yaml}", "tokens: tokens.yaml, tls: {cert: cert.pem, key: key.pem}}"))
+    path = write(site, GOOD.replace("tokens: tokens.yaml}",
+                                    "tokens: tokens.yaml, tls: {cert: cert.pem, key: key.pem}}"))
     assert problems(path) == [f"{path}:3: api.tls.key: no such file: {site / 'key.pem'}"]
 
 

@@ -75,7 +75,8 @@ def test_bundle_candidates_say_which_providers_carry_and_why_the_others_do_not()
     out = plan(demand(BundleItem(id="gpu", count=2, resources={"ncpus": 4, "ngpus": 1})),
                {"tiny": small, "big": big, "dear": dear}, view(Projection()), T0, SETTINGS)
     assert said(out.decisions[0]) == [
-        ("big", "big-8", 2, ""), ("tiny", None, 0, "too small: no template holds one bundle (ncpus 2 < 4, ngpus 0 < 1)"),
+        ("big", "big-8", 2, ""),
+        ("tiny", None, 0, "too small: no template holds one bundle (ncpus 2 < 4, ngpus 0 < 1)"),
         ("dear", None, 0, "not needed: covered by big")]
 
 

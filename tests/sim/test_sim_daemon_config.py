@@ -68,7 +68,8 @@ def test_a_provider_whose_describe_fails_is_an_error_naming_it(tmp_path):
     broken.write_text("#!/bin/sh\necho 'cannot reach the API' >&2\nexit 1\n")
     broken.chmod(0o755)
     cfg = daemon_config(tmp_path, [sim_provider(tmp_path, "units", UNITS_SIM),
-                                   {"name": "aws-east", "kind": "hosts", "script": {"style": "v2", "path": str(broken)}}])
+                                   {"name": "aws-east", "kind": "hosts",
+                                    "script": {"style": "v2", "path": str(broken)}}])
     r = sim("--config", str(cfg), "--trace", str(write_trace(tmp_path)), "--out", str(tmp_path / "o"), cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert f"{cfg}: providers[1]: provider aws-east: describe failed:" in r.stderr

@@ -22,7 +22,6 @@ def test_history_keeps_each_change_once_with_its_seq_and_time(controller: Contro
 
 
 def test_history_older_than_the_retention_goes(controller: Controller, clock: FakeClock) -> None:
-    t0 = clock.now
     controller.put_demand(demand(1))
     clock.advance(DEMAND_HISTORY + 1)
     last = controller.put_demand(demand(2))

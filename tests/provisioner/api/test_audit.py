@@ -31,7 +31,8 @@ def test_only_decisions_orders_admin_orphans_and_leases_are_audited():
            ProviderAdmin(kind="provider_paused"), LeaseChanged(kind="lease_lost", name="planner", holder="a", fence=2),
            InstanceChanged(kind="instance_orphan_found", machine_id="m", state="orphaned"),
            InstanceSeen(machine_id="m", name="n", state="orphaned")]
-    no = [InstanceSeen(machine_id="m", name="n"), InstanceChanged(kind="instance_joined", machine_id="m", state="joined")]
+    no = [InstanceSeen(machine_id="m", name="n"),
+          InstanceChanged(kind="instance_joined", machine_id="m", state="joined")]
     assert [audited(make_fact(p)) for p in yes] == [True] * len(yes)
     assert [audited(make_fact(p)) for p in no] == [False] * len(no)
 

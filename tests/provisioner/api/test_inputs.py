@@ -1,4 +1,5 @@
-"""The scheduler's inputs over REST: a demand over the item limit, host events naming no host or two, the supply view."""
+"""The scheduler's inputs over REST: a demand over the item limit, host events naming no host or two,
+the supply view."""
 
 from __future__ import annotations
 

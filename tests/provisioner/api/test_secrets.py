@@ -46,7 +46,8 @@ def test_a_leaky_script_cannot_leak(start_api, tmp_path, caplog):
     api.ok("PUT", "/v1/demand", "scheduler", json={"items": [DEMAND["items"][0]]})
     p = api.wait_state(lambda s: any(r.attempts >= 2 for r in s.requests.values()), "two failed request attempts")
     req = next(iter(p.requests.values()))
-    assert "request refused: key *** is not allowed here" in req.reason, "the script's error reached the facts, scrubbed"
+    assert "request refused: key *** is not allowed here" in req.reason, \
+        "the script's error reached the facts, scrubbed"
 
     seen: list[str] = [caplog.text]
     seen += [f.to_json().decode() for f in api.controller.read()]

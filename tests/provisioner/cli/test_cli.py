@@ -43,7 +43,8 @@ def test_demand_put_show_roundtrip(url, tmp_path):
     r = cli("--controller", url, "demand", "put", str(f))
     assert r.returncode == 0, r.stderr
     assert "demand 1 stored: 2 items" in r.stdout
-    r = cli("--controller", url, "demand", "put", "-", stdin="items:\n- {id: d3, kind: units, resource: vcs, count: 1}\n")
+    r = cli("--controller", url, "demand", "put", "-",
+            stdin="items:\n- {id: d3, kind: units, resource: vcs, count: 1}\n")
     assert r.returncode == 0, r.stderr
     shown = json.loads(cli("--controller", url, "demand", "show", "-o", "json").stdout)
     assert shown["seq"] == 2 and [i["id"] for i in shown["items"]] == ["d3"]

@@ -25,7 +25,8 @@ def _daemon(tmp_path, start_daemon, orphans="return", **policy):
 
 def test_a_machine_unknown_to_the_facts_is_found_and_returned(tmp_path, start_daemon):
     d = _daemon(tmp_path, start_daemon)
-    made = sim_call(tmp_path / "hosts", "request", {"token": "made-by-hand", "template": "small", "count": 1, "tags": OURS})
+    made = sim_call(tmp_path / "hosts", "request",
+                    {"token": "made-by-hand", "template": "small", "count": 1, "tags": OURS})
     assert made["requestId"]
     p = d.wait_state(lambda s: any(i.state == "returned" for i in s.instances.values()), "the orphan returned")
     orphan = next(iter(p.instances.values()))

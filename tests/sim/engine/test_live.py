@@ -127,9 +127,9 @@ class LiveScheduler:
             time.sleep(0.2)
         p = self.run.state()
         orders, requests, _, _ = p.open()
+        asked = [(r.provider, r.action, r.state, r.count, r.template, r.reason) for r in requests]
         raise AssertionError(f"the live run did not settle on step {hosts} hosts, {units} units: "
-                             f"orders {[o.order for o in orders]}, "
-                             f"requests {[(r.provider, r.action, r.state, r.count, r.template, r.reason) for r in requests]}, "
+                             f"orders {[o.order for o in orders]}, requests {asked}, "
                              f"seq {p.seq}, instances {[(i.key, i.state) for i in p.instances.values()]}")
 
 
