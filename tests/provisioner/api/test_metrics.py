@@ -59,7 +59,9 @@ def test_metrics_after_a_demand_round(start_api):
 
     # Counters never go down between scrapes; a host returned shows in the instance gauge. (The scheduler
     # first says it needs no more hosts, so nothing replaces the one returned.)
-    api.ok("PUT", "/v1/demand", "scheduler", json={"items": [DEMAND["items"][1]]})
+    seq = api.ok("PUT", "/v1/demand", "scheduler", json={"items": [DEMAND["items"][1]]})["seq"]
+    wait_until(lambda: any(f.payload.kind == "decision" and f.payload.demand_seq == seq
+                           for f in api.controller.read()), what="the planner's answer to the smaller demand")
     inst = next(iter(api.state().instances.values()))
     api.ok("POST", f"/v1/instances/{inst.machine_id}/return", "operator")
     wait_until(lambda: value(scrape(api), "provisioner_instances", provider="hosts", state="returned") == 1,
