@@ -41,7 +41,8 @@ def test_views_after_a_demand_round(start_api):
 
     assert api.ok("GET", "/v1/resources")["items"] == [
         {"name": "vcs", "provider": "units", "base": 2, "borrowed": 2, "total": 4,
-         "in_use": p.resources["vcs"].in_use, "free": 4 - (p.resources["vcs"].in_use or 0)}]
+         "in_use": p.resources["vcs"].in_use, "free": 4 - (p.resources["vcs"].in_use or 0),
+         "scheduler_in_use": None, "drift": None}], "no supply view yet: nothing to compare with"
 
     costs = {c["provider"]: c for c in api.ok("GET", "/v1/costs")["items"]}
     assert costs["hosts"]["cost_per_hour_now"] == 1.0 and costs["units"]["cost_per_hour_now"] == 4.0

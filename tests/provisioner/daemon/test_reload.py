@@ -44,7 +44,8 @@ def test_reload_adds_removes_and_retunes_providers_without_losing_state(tmp_path
                                      "provider hosts: describe changed; its owner is told",
                                      "policy: idle_time changed", "resources changed"]
         wait_until(lambda: holders(c).get("provider:units") == "a", what="the new provider's lease")
-        wait_until(lambda: (d := replay(c).providers["units"].description) is not None and d.pools,
+        wait_until(lambda: (r := replay(c).providers.get("units")) is not None and r.description is not None
+                   and r.description.pools,
                    what="the new provider described")
         wait_until(lambda: replay(c).providers["hosts"].description.priority == 42,
                    what="the hosts provider described again with the new override")
