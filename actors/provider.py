@@ -39,7 +39,7 @@ from messages.commands import (
     Unsubscribe,
 )
 from messages.demand import SupplySnapshot
-from messages.facts import make_fact
+from messages.facts import ResourceTotalChanged, make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
 from owner.effects import Effects, TotalPublished, Write
@@ -181,7 +181,16 @@ class ProviderActor(PooledActor, Actor):
         if self.scan_after > 0:
             period = self.s.policy.poll_every * SCAN_EVERY_POLLS
             self.last_scan = now - period + min(self.scan_after, period)
-        self._reconcile(now)
+        # The totals as the facts say, published again (the last owner may have died between writing a
+        # total and publishing it), before any call is decided: the first reconcile follows them.
+        for res in self.s.resources:
+            rec = self.p.resources.get(res.name)
+            if rec is not None:
+                self.totals_due.append(TotalPublished(res.name, rec.base, rec.borrowed))
+        if self.totals_due:
+            self.actor_ref.tell(Tick(now=now))
+        else:
+            self._reconcile(now)
 
     @handles(DemandChanged)
     def _demand(self, _: DemandChanged) -> None:
@@ -287,9 +296,14 @@ class ProviderActor(PooledActor, Actor):
             return
         if msg.error:
             return  # nothing committed; the next reconcile tries again
-        if isinstance(w.slot, TotalPublished):
-            self.totals_due.append(w.slot)
-        if self.ready:
+        totals = [TotalPublished(t.resource, t.base, t.borrowed) for t in w.payloads
+                  if isinstance(t, ResourceTotalChanged)]
+        if totals:
+            # Published once this message is handled; the calls that follow are decided after that (a units
+            # return's use is read only once the scheduler can no longer hand its units out).
+            self.totals_due += totals
+            self.actor_ref.tell(Tick(now=self.clock()))
+        elif self.ready:
             self._reconcile(self.clock())
 
     def _publish_total(self, t: TotalPublished) -> None:

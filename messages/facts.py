@@ -222,7 +222,10 @@ class GrantChanged(Model):
 
     A return may give back part of a grant: ``grant_part_returned`` ends it
     (back to ``granted``, holding fewer units), or ``grant_return_timed_out``
-    when it never completed (back to ``granted``, holding them all). On a
+    when it never completed (back to ``granted``, holding them all). A return
+    whose call was never made is ``grant_return_called_off`` when the use read
+    before it showed the units in use: the grant is what it was before
+    (``granted``, or ``orphaned``), holding them all. On a
     grant already ``granted``, ``grant_part_returned`` notes that the
     provider lists fewer units than recorded (a timed-out part went back
     after all).
@@ -235,6 +238,7 @@ class GrantChanged(Model):
         "grant_returned",
         "grant_part_returned",
         "grant_return_timed_out",
+        "grant_return_called_off",
         "grant_failed",
         "grant_orphan_found",
     ]

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from messages.facts import GrantChanged, InstanceChanged, Payload, RequestChanged, RequestPlanned
-from messages.records import OrderRecord, RequestRecord
-from messages.scripts import Accepted, ScriptResult
-from messages.states import GIVABLE, LEFT_BEHIND, REQUEST, RETURNABLE, OnRestart
-from owner.calls import Call, Carry
-from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPlanned, note, write
+from messages.facts import GrantChanged, InstanceChanged, Payload, RequestChanged, RequestPlanned, UsageObserved
+from messages.records import GrantRecord, OrderRecord, RequestRecord
+from messages.scripts import Accepted, ScriptResult, Usage
+from messages.states import GIVABLE, LEFT_BEHIND, REQUEST, RETURNABLE, RETURNING, OnRestart
+from owner.calls import Call, Carry, CheckUse
+from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPlanned, UsageSeen, note, write
 from owner.returns import return_intent, return_lost
 from owner.settings import OwnerSettings
+from owner.units import lent, total_after
 from persistence.projection import Projection
 from policy.reclaim import portions
 from policy.retry import backoff, retryable, try_again
@@ -70,6 +71,9 @@ def plan_return(p: Projection, s: OwnerSettings, machines: list[str], grants: Ma
         return NOTHING
     request_id = f"{order_id}.{len(p.requests_of(order_id)) + 1}" if order_id else s.new_id("return")
     payloads = return_intent(p.grants, machines, grants, request_id, order_id, reason)
+    if grants:
+        # The total the scheduler reads drops with the intent: it hands out none of these units from now on.
+        payloads += total_after(p, s, p.grants[next(iter(grants))].resource, grants)
     return write(slot, payloads, (request_id,) + (None,) * (len(payloads) - 1))
 
 
@@ -105,6 +109,23 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
         return NOTHING
     if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, s.policy.backoff_max):
         return NOTHING
+    if req.action == "return" and req.supply == "units" and req.resource and _reads_use(s, req.resource) \
+            and not inherited and req.attempts == 0 and any(
+                (g := p.grants.get(gid)) is not None and _before_return(g) == "granted" for gid in req.grants):
+        # Units the scheduler could hand out: their use is read first, and the return is called once it fits
+        # in what stays (``use_checked``). Only before the first call: once made, a call may have taken
+        # effect, and its repeat must follow. (An orphan's units were never in the total.)
+        return Effects(calls=(Call(CheckUse(req.id, req.resource), "usage", {"resource": req.resource}),))
+    return Effects(calls=(_call(p, s, req),))
+
+
+def _reads_use(s: OwnerSettings, resource: str) -> bool:
+    """Whether the owner reads this resource's use at its source (a resource it lends, a provider with usage)."""
+    return s.can("usage") and any(r.name == resource for r in s.resources)
+
+
+def _call(p: Projection, s: OwnerSettings, req: RequestRecord) -> Call:
+    """The ``request`` or ``return`` call of an intent, under its id as token."""
     doc: dict[str, Any]
     if req.action == "request":
         doc = {"token": req.id, "count": req.count, "tags": {**s.tags, "provisioner-request": req.id}}
@@ -117,7 +138,51 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
     else:
         doc = {"token": req.id, "resource": req.resource, "count": req.count,
                "grants": [_grant_ref(p, g) for g in req.grants]}
-    return Effects(calls=(Call(Carry(req.id), "request" if req.action == "request" else "return", doc, req.id),))
+    return Call(Carry(req.id), "request" if req.action == "request" else "return", doc, req.id)
+
+
+def use_checked(p: Projection, s: OwnerSettings, purpose: CheckUse, result: ScriptResult) -> Effects:
+    """The use read before a units return: the return is called if the use fits in what stays, else called off.
+
+    The intent left its units out of the total the scheduler reads, and this read was taken after that total
+    was published: use above what stays was handed out before the scheduler learned of the return (or after
+    the planner's last read), and those units are in use. The return's call was never made, so it can be
+    called off: the grants are held as before (units in use are never returned) and the total counts them
+    again. Once it passes, the scheduler hands none of the units out, so a retry of the call needs no read.
+    A read that failed counts as a failed attempt of the return: the same backoff, the same bound.
+    """
+    req = p.requests.get(purpose.request_id)
+    if req is None or req.state != "planned":
+        return NOTHING
+    if not result.ok or not isinstance(result.output, Usage):
+        return carried(p, s, req.id, result)
+    in_use = result.output.in_use
+    res = purpose.resource
+    base = next((r.base for r in s.resources if r.name == res), 0)
+    stays = base + lent(p, s, res)
+    rec = p.resources.get(res)
+    fx = NOTHING if rec is not None and rec.in_use == in_use else write(
+        UsageSeen(res), [UsageObserved(resource=res, in_use=in_use, total=result.output.total)])
+    if in_use <= stays:
+        return fx + Effects(calls=(_call(p, s, req),))
+    why = f"called off: {in_use} units of {res} in use, {stays} would stay"
+    payloads: list[Payload] = [RequestChanged(kind="request_failed", request_id=req.id, state="failed", reason=why)]
+    for gid in req.grants:
+        g = p.grants.get(gid)
+        if g is not None and g.state == "return_planned" and g.return_request_id == req.id:
+            before = _before_return(g)
+            payloads.append(GrantChanged(kind="grant_return_called_off", grant_id=g.id, resource=g.resource,
+                                         state=before, count=g.returning if before == "granted" else 0,
+                                         request_id=req.id, reason=why))
+    return fx + write(RequestSettled(req.id), payloads) + note("warning", f"provider {s.name}: return {req.id} {why}")
+
+
+def _before_return(g: GrantRecord) -> str:
+    """What a grant was before its returns began: granted, or an orphan."""
+    for change in reversed(g.history.changes):
+        if change.state not in RETURNING:
+            return change.state
+    return "granted"
 
 
 def _grant_ref(p: Projection, grant_id: str) -> str | dict[str, Any]:

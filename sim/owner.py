@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from config.models import PolicyConfig, ResourceConfig
 from messages.facts import LeaseChanged, Payload
 from messages.states import REQUEST
-from owner.calls import CallDone, Carry, OnDone, Poll, ProviderCalls
+from owner.calls import CallDone, Carry, CheckUse, OnDone, Poll, ProviderCalls
 from owner.effects import Effects
 from owner.hosts import host_events, watch_joins
 from owner.polls import poll
@@ -174,7 +174,7 @@ class Owner:
         fx, self.seen = answer(p, self.s, msg.call, msg.result, now, self.busy, self.seen)
         self.carry(fx)
         purpose = msg.call.purpose
-        if isinstance(purpose, Carry):
+        if isinstance(purpose, (Carry, CheckUse)):
             self._carried(purpose.request_id)
         elif isinstance(purpose, Poll) and self.s.resources:
             self.carry(totals(p, self.s, self.busy))

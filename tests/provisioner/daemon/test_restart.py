@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from messages.demand import DemandSnapshot, HostItem, UnitItem
-from tests.support.daemons import HOSTS_SIM, UNITS_SIM, make_config, sim_list, sim_provider
+from persistence.controller import open_controller
+from persistence.port import ResourceTotal
+from tests.support.daemons import HOSTS_SIM, UNITS_SIM, make_config, sim_list, sim_provider, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -31,3 +33,25 @@ def test_restart_mid_flight_resumes_and_provisions_nothing_twice(tmp_path, start
     leases = [f.payload for f in second.controller.read() if f.kind == "lease_acquired"
               and f.payload.name == "provider:hosts"]
     assert [lease.fence for lease in leases] == [1, 2], "the successor acts under a new fence"
+
+
+def test_a_successor_publishes_the_totals_the_facts_say_before_it_calls(tmp_path, start_daemon):
+    """An owner killed between writing a total and publishing it leaves the scheduler an old total: its
+    successor publishes the facts' totals again before it decides any call."""
+    cfg = make_config(tmp_path, [sim_provider(tmp_path, "units", UNITS_SIM)])
+    first = start_daemon(cfg)
+    first.controller.put_demand(DemandSnapshot(items=[UnitItem(id="d2", resource="vcs", count=3)]))
+    first.wait_state(lambda s: sum(g.count for g in s.grants.values() if g.state == "granted") == 3,
+                     "3 units granted")
+    wait_until(lambda: _published(first) == 5, what="base 2 + 3 borrowed published")
+    first.stop()
+    c = open_controller(cfg.controller.url)
+    c.set_resource_total(ResourceTotal(name="vcs", base=2, borrowed=9, total=11, time=0.0))
+    c.close()
+
+    second = start_daemon(cfg)
+    wait_until(lambda: _published(second) == 5, what="the successor to publish the facts' total again")
+
+
+def _published(run) -> int | None:
+    return next((t.total for t in run.controller.resource_totals() if t.name == "vcs"), None)

@@ -1,0 +1,91 @@
+"""Units in use are never returned: the total leaves a return's units out from its intent on, and the use is
+read before its call. (The liar soak found units returned while in use: the planner decides on the last use
+read, and a scheduler may hand units out until it reads a lower total.)"""
+
+from __future__ import annotations
+
+from messages.facts import GrantChanged, Order, RequestPlanned, UsageObserved
+from messages.scripts import Usage
+from owner.calls import Carry, CheckUse
+from owner.requests import carry_out, replan_returns, take_order, use_checked
+from owner.scans import Sightings
+from owner.step import answer
+from owner.units import totals
+from tests.support.facts import T0, commit, kinds, projection
+from tests.support.owners import result
+
+GRANTS = [
+    ("g1", RequestPlanned(action="request", supply="units", resource="vcs", count=3)),
+    (None, GrantChanged(kind="grant_granted", grant_id="g1", resource="vcs", state="granted", count=3)),
+    ("g2", RequestPlanned(action="request", supply="units", resource="vcs", count=2)),
+    (None, GrantChanged(kind="grant_granted", grant_id="g2", resource="vcs", state="granted", count=2)),
+]
+
+
+def _planned(units):
+    """g1 (3) and g2 (2) lent, base 2; the planner orders g1 back, and the owner writes the intent."""
+    p = projection("p", [*GRANTS, ("o", Order(action="return", supply="units", resource="vcs", grants=["g1"],
+                                               count=3, reason="unused"))])
+    commit(p, "p", totals(p, units, busy=()), T0 + 10)
+    assert (p.resources["vcs"].borrowed, p.resources["vcs"].total) == (5, 7)
+    written = commit(p, "p", take_order(p, units, p.orders["o"], T0 + 11, busy=()), T0 + 11)
+    return p, written
+
+
+def test_the_total_drops_with_a_returns_intent_and_stays_down_while_its_units_are_on_their_way(units):
+    p, written = _planned(units)
+    assert kinds(written) == ["request_planned", "grant_return_planned", "resource_total_changed"]
+    assert (p.resources["vcs"].borrowed, p.resources["vcs"].total) == (2, 4), "g1's 3 units are not to hand out"
+    assert not totals(p, units, busy=()).writes, "units on their way back stay out of the total"
+
+
+def test_a_fresh_units_return_reads_the_use_first_and_is_called_when_it_fits_in_what_stays(units):
+    p, _ = _planned(units)
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
+    assert check.purpose == CheckUse("o.1", "vcs") and check.action == "usage" and check.token is None
+    assert check.purpose.slot == Carry("o.1").slot, "the read holds the return's slot: no second read or call"
+    fx = use_checked(p, units, check.purpose, result("usage", output=Usage(resource="vcs", in_use=4)))
+    (call,) = fx.calls
+    assert call.purpose == Carry("o.1") and call.action == "return" and call.token == "o.1"
+    assert kinds(commit(p, "p", fx, T0 + 12)) == ["usage_observed"]
+
+
+def test_a_return_whose_units_are_in_use_is_called_off_and_its_grant_held_as_before(units):
+    p, _ = _planned(units)
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
+    fx, _ = answer(p, units, check, result("usage", output=Usage(resource="vcs", in_use=5)), T0 + 12, (), Sightings())
+    assert not fx.calls, "5 in use, 4 would stay: no return is called"
+    assert kinds(commit(p, "p", fx, T0 + 12)) == ["usage_observed", "request_failed", "grant_return_called_off"]
+    g1 = p.grants["g1"]
+    assert (g1.state, g1.count, g1.returning) == ("granted", 3, 0)
+    assert p.requests["o.1"].state == "failed" and "called off: 5 units of vcs in use, 4 would stay" in \
+        p.requests["o.1"].reason
+    assert p.resources["vcs"].in_use == 5, "the planner sees the use that called it off"
+    (total,) = commit(p, "p", totals(p, units, busy=()), T0 + 13)
+    assert (total.borrowed, total.total) == (5, 7), "the units count in the total again"
+
+
+def test_a_read_that_fails_is_a_failed_attempt_and_a_retry_is_called_without_a_read(units):
+    p, _ = _planned(units)
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
+    commit(p, "p", use_checked(p, units, check.purpose, result("usage", outcome="transient", reason="busy")), T0 + 12)
+    assert (p.requests["o.1"].state, p.requests["o.1"].attempts) == ("planned", 1)
+    (call,) = carry_out(p, units, p.requests["o.1"], T0 + 20, busy=(), inherited=False).calls
+    assert call.purpose == Carry("o.1"), "a call may have been made: its repeat follows, whatever the use"
+
+
+def test_an_inherited_intent_is_repeated_without_a_read(units):
+    p, _ = _planned(units)
+    (call,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=True).calls
+    assert call.purpose == Carry("o.1") and call.action == "return"
+
+
+def test_an_orphans_return_is_called_without_a_read(units):
+    """Its units were never in the total: the scheduler could not hand them out."""
+    p = projection("p", [(None, GrantChanged(kind="grant_orphan_found", grant_id="tok-9", resource="vcs",
+                                             state="orphaned", count=3)),
+                         (None, UsageObserved(resource="vcs", in_use=9))])
+    commit(p, "p", replan_returns(p, units, T0 + 10, busy=()), T0 + 10)
+    (rid,) = [r for r in p.requests]
+    (call,) = carry_out(p, units, p.requests[rid], T0 + 11, busy=(), inherited=False).calls
+    assert call.purpose == Carry(rid)
