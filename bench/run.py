@@ -23,6 +23,7 @@ from bench.persistent import status_calls
 from bench.ready import fill, ready_time, ready_time_cold
 from bench.rss import daemon_rss
 from bench.sim import month
+from bench.soak import STORM, liar_soak
 from bench.spawn import spawn_latency
 from config.models import ProviderConfig
 from messages.demand import DemandSnapshot, HostItem
@@ -171,6 +172,11 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], float | tuple[float, ...]], tuple[
     (spawn_latency, (Figure("demand pushed -> first request script spawned, p50", "ms", 50.0, "<="),
                      Figure("  same, p99", "ms", 50.0, "<="))),
     (takeover_seconds, (Figure(f"failover: owner killed -> standby acting (TTL {TTL:g} s)", "s", TTL + 1.0, "<="),)),
+    # Minutes of a real daemon against providers that lie, fail and are slow (docs/recovery.md).
+    (liar_soak, (Figure(f"liar soak, {STORM:g} s: leaked instance-seconds beyond graces", "s", 0, "<="),
+                 Figure("  double creations", "count", 0, "<="),
+                 Figure("  units returned in use", "units", 0, "<="),
+                 Figure("  still held after the calm (provider or facts)", "count", 0, "<="))),
     (month, (Figure("simulated month of one-minute demand, 100 providers", "s", 60.0, "<="),)),
     # Last: a thousand providers load the machine for minutes after it.
     (daemon_rss, (Figure("RSS, 1,000 providers and 100,000 instances", "MiB", 150.0, "<="),
