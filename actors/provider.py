@@ -38,11 +38,11 @@ from messages.commands import (
     Tick,
     Unsubscribe,
 )
-from messages.demand import SupplySnapshot
+from messages.demand import HostEvent, SupplySnapshot
 from messages.facts import ResourceTotalChanged, make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
-from owner.effects import Effects, TotalPublished, Write
+from owner.effects import Effects, Notes, TotalPublished, Write
 from owner.health import health
 from owner.hosts import host_events
 from owner.polls import poll
@@ -123,6 +123,8 @@ class ProviderActor(PooledActor, Actor):
         #: the scheduler's latest view of its hosts, and who of ours it has stopped listing
         self.supply: SupplySnapshot | None = None
         self.unlisted = Unlisted()
+        #: host events that came while a host-events write was under way: read against its outcome
+        self.held_events: list[HostEvent] = []
 
     @property
     def name(self) -> str:
@@ -205,6 +207,10 @@ class ProviderActor(PooledActor, Actor):
     def _host_events(self, msg: HostEvents) -> None:
         if not self.acting:
             return
+        if Notes("host-events") in self.busy:
+            # Host events are read against the hosts' states: not until the write under way is committed.
+            self.held_events += msg.events
+            return
         done = self.p.host_event_seq.get(self.name, 0)
         by_name = self.p.live_by_name(self.name)
         events = [(inst, ev.event, ev.seq) for ev in msg.events
@@ -219,10 +225,19 @@ class ProviderActor(PooledActor, Actor):
             self._correct(self.clock())
 
     def _correct(self, now: float) -> None:
-        """What the scheduler's view says of our hosts, and of those it stopped listing."""
-        if self.supply is not None:
+        """What the scheduler's view says of our hosts, and of those it stopped listing (once no host-events
+        write is under way: the view is read against the hosts' states)."""
+        if self.supply is not None and Notes("host-events") not in self.busy:
             fx, self.unlisted = correct(self.p, self.s, self.supply, now, self.unlisted)
             self._carry(fx)
+
+    def _host_events_written(self) -> None:
+        """A host-events write is committed: what waited for it is read against the states it wrote."""
+        held, self.held_events = self.held_events, []
+        if held:
+            self._host_events(HostEvents(events=held))
+        if Notes("host-events") not in self.busy:
+            self._correct(self.clock())
 
     # --- reconcile ----------------------------------------------------------------------
 
@@ -294,6 +309,8 @@ class ProviderActor(PooledActor, Actor):
                 self.revoked.set()
                 self.lease_actor.tell(LeaseRevoked(name=self.lease.name, reason=reason))
             return
+        if w.slot == Notes("host-events") and self.acting:
+            self._host_events_written()
         if msg.error:
             return  # nothing committed; the next reconcile tries again
         totals = [TotalPublished(t.resource, t.base, t.borrowed) for t in w.payloads
