@@ -25,6 +25,8 @@ from policy.reclaim import portions
 from policy.retry import backoff, retryable, try_again
 from policy.returns import returns_due
 
+#: The outcome of a return's attempt that was only a use read, and failed: no call was made.
+USE_UNREAD = "use_unread"
 #: Why an inherited request of a provider that takes no token is not repeated.
 NO_TOKEN = ("unknown outcome after restart: LSF-style scripts take no idempotency token, so the request is "
             "not repeated; the orphan search finds what it made")
@@ -110,11 +112,12 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
     if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, s.policy.backoff_max):
         return NOTHING
     if req.action == "return" and req.supply == "units" and req.resource and _reads_use(s, req.resource) \
-            and not inherited and req.attempts == 0 and any(
+            and not inherited and (req.attempts == 0 or req.outcome == USE_UNREAD) and any(
                 (g := p.grants.get(gid)) is not None and _before_return(g) == "granted" for gid in req.grants):
         # Units the scheduler could hand out: their use is read first, and the return is called once it fits
-        # in what stays (``use_checked``). Only before the first call: once made, a call may have taken
-        # effect, and its repeat must follow. (An orphan's units were never in the total.)
+        # in what stays (``use_checked``). Only before the first call (no attempt yet, or only reads that
+        # failed): once made, a call may have taken effect, and its repeat must follow. (An orphan's units
+        # were never in the total.)
         return Effects(calls=(Call(CheckUse(req.id, req.resource), "usage", {"resource": req.resource}),))
     return Effects(calls=(_call(p, s, req),))
 
@@ -149,13 +152,19 @@ def use_checked(p: Projection, s: OwnerSettings, purpose: CheckUse, result: Scri
     the planner's last read), and those units are in use. The return's call was never made, so it can be
     called off: the grants are held as before (units in use are never returned) and the total counts them
     again. Once it passes, the scheduler hands none of the units out, so a retry of the call needs no read.
-    A read that failed counts as a failed attempt of the return: the same backoff, the same bound.
+    A read that failed counts as an attempt of the return (the same backoff, the same bound) that made no
+    call (``USE_UNREAD``): the next attempt reads the use again.
     """
     req = p.requests.get(purpose.request_id)
     if req is None or req.state != "planned":
         return NOTHING
     if not result.ok or not isinstance(result.output, Usage):
-        return carried(p, s, req.id, result)
+        if not try_again(result.outcome, s.takes_token, req.action, req.attempts):
+            return fail(p, s, req, "failed", result.reason, result.outcome)
+        # An attempt (backoff, bound) that made no call: the next one reads the use again.
+        return write(RequestSettled(req.id), [RequestChanged(
+            kind="request_status", request_id=req.id, state="planned", outcome=USE_UNREAD,
+            reason=f"{result.reason} (the use read before the return; no return was called)")])
     in_use = result.output.in_use
     res = purpose.resource
     base = next((r.base for r in s.resources if r.name == res), 0)

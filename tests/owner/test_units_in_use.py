@@ -7,10 +7,11 @@ from __future__ import annotations
 from messages.facts import GrantChanged, Order, RequestPlanned, UsageObserved
 from messages.scripts import Usage
 from owner.calls import Carry, CheckUse
-from owner.requests import carry_out, replan_returns, take_order, use_checked
+from owner.requests import carried, carry_out, replan_returns, take_order, use_checked
 from owner.scans import Sightings
 from owner.step import answer
 from owner.units import totals
+from policy.retry import MAX_ATTEMPTS
 from tests.support.facts import T0, commit, kinds, projection
 from tests.support.owners import result
 
@@ -65,13 +66,35 @@ def test_a_return_whose_units_are_in_use_is_called_off_and_its_grant_held_as_bef
     assert (total.borrowed, total.total) == (5, 7), "the units count in the total again"
 
 
-def test_a_read_that_fails_is_a_failed_attempt_and_a_retry_is_called_without_a_read(units):
+def test_a_read_that_fails_is_an_attempt_that_made_no_call_and_the_next_attempt_reads_again(units):
+    """(The liar soak found a unit returned in use after a read failed: the retry called the return unread.)"""
     p, _ = _planned(units)
     (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
     commit(p, "p", use_checked(p, units, check.purpose, result("usage", outcome="transient", reason="busy")), T0 + 12)
     assert (p.requests["o.1"].state, p.requests["o.1"].attempts) == ("planned", 1)
-    (call,) = carry_out(p, units, p.requests["o.1"], T0 + 20, busy=(), inherited=False).calls
-    assert call.purpose == Carry("o.1"), "a call may have been made: its repeat follows, whatever the use"
+    assert not carry_out(p, units, p.requests["o.1"], T0 + 12.5, busy=(), inherited=False), "after a backoff"
+    (again,) = carry_out(p, units, p.requests["o.1"], T0 + 20, busy=(), inherited=False).calls
+    assert again.purpose == check.purpose, "no return was called: the use is read again"
+
+
+def test_once_a_return_was_called_its_retry_follows_whatever_the_use(units):
+    p, _ = _planned(units)
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
+    (call,) = use_checked(p, units, check.purpose, result("usage", output=Usage(resource="vcs", in_use=0))).calls
+    commit(p, "p", carried(p, units, "o.1", result("return", outcome="transient", reason="throttled")), T0 + 13)
+    (retry,) = carry_out(p, units, p.requests["o.1"], T0 + 20, busy=(), inherited=False).calls
+    assert retry.purpose == Carry("o.1"), "the call may have taken effect: its repeat follows, unread"
+
+
+def test_reads_that_keep_failing_fail_the_return_as_calls_would(units):
+    p, _ = _planned(units)
+    now = T0 + 12
+    for _ in range(MAX_ATTEMPTS):
+        (check,) = carry_out(p, units, p.requests["o.1"], now, busy=(), inherited=False).calls
+        assert check.purpose == CheckUse("o.1", "vcs")
+        commit(p, "p", use_checked(p, units, check.purpose, result("usage", outcome="transient")), now)
+        now += 3600
+    assert p.requests["o.1"].state == "failed"
 
 
 def test_an_inherited_intent_is_repeated_without_a_read(units):
