@@ -36,11 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=STORM, help="the storm's length (default %(default)s)")
     ap.add_argument("--seeds", default=str(SEED), help="comma-separated seeds (default %(default)s)")
     ap.add_argument("--calm", type=float, default=CALM, help="at most this long to settle (default %(default)s)")
+    ap.add_argument("--keep", type=Path, help="keep each run's world (controller, providers, logs) in KEEP/seed-N")
     args = ap.parse_args(argv)
     clean = True
     for seed in (int(s) for s in args.seeds.split(",")):
-        with tempfile.TemporaryDirectory(prefix=f"provisioner-soak-{seed}-") as tmp:
-            r = soak.run(Path(tmp), soak.Plan(seed=seed, storm=args.seconds, calm=args.calm))
+        if args.keep:
+            (args.keep / f"seed-{seed}").mkdir(parents=True)
+            r = soak.run(args.keep / f"seed-{seed}", soak.Plan(seed=seed, storm=args.seconds, calm=args.calm))
+        else:
+            with tempfile.TemporaryDirectory(prefix=f"provisioner-soak-{seed}-") as tmp:
+                r = soak.run(Path(tmp), soak.Plan(seed=seed, storm=args.seconds, calm=args.calm))
         print(r.summary(), flush=True)
         if r.ledger.explain():
             print(r.ledger.explain(), flush=True)

@@ -29,8 +29,8 @@ import json
 import random
 import subprocess
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
