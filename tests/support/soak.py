@@ -330,27 +330,28 @@ class Result:
 def run(tmp: Path, plan: Plan) -> Result:
     """One soak, bounded by ``plan.storm + plan.calm`` (and a daemon's stop)."""
     world = World(tmp, plan)
-    rng = random.Random(plan.seed)
-    standin = StandIn(world, random.Random(rng.random()), plan.lose_events)
+    # One stream each, so that the workload is the seed's alone, whenever the kills fall.
+    work, kill = random.Random(f"{plan.seed}-work"), random.Random(f"{plan.seed}-kills")
+    standin = StandIn(world, random.Random(f"{plan.seed}-scheduler"), plan.lose_events)
     started = time.monotonic()
     daemon = world.start()
     kills = 0
     settled = False
     try:
-        next_kill = started + rng.uniform(*plan.kill_every)
+        next_kill = started + kill.uniform(*plan.kill_every)
         next_change = started
         while time.monotonic() - started < plan.storm:
             now = time.monotonic()
             if now >= next_change:
-                standin.want_busy = rng.randint(0, plan.max_busy)
-                standin.want_tokens = rng.randint(0, plan.max_tokens)
-                next_change = now + rng.uniform(*plan.change_every)
+                standin.want_busy = work.randint(0, plan.max_busy)
+                standin.want_tokens = work.randint(0, plan.max_tokens)
+                next_change = now + work.uniform(*plan.change_every)
             if now >= next_kill:
                 daemon.kill()
                 kills += 1
-                time.sleep(rng.uniform(*RESTART_PAUSE))  # the daemon is down meanwhile
+                time.sleep(kill.uniform(*RESTART_PAUSE))  # the daemon is down meanwhile
                 daemon = world.start()
-                next_kill = time.monotonic() + rng.uniform(*plan.kill_every)
+                next_kill = time.monotonic() + kill.uniform(*plan.kill_every)
             standin.cycle()
             time.sleep(CYCLE)  # the scheduler's own pace
         standin.want_busy = standin.want_tokens = 0
