@@ -24,6 +24,8 @@ STORM = float(os.environ.get("SOAK_SECONDS", "15"))
 def test_the_liar_soak_leaks_nothing_doubles_nothing_and_returns_no_unit_in_use(tmp_path, seed):
     r = soak.run(tmp_path, soak.Plan(seed=seed, storm=STORM, calm=25.0))
     print(r.summary())
+    if not r.clean:
+        print(f"----- the daemon's last lines -----\n{r.tail}")
     assert r.kills >= 1 and sum(n for kinds in r.injected.values() for n in kinds.values()) > 0, \
         "the storm had its kills and its faults"
     assert r.machines > 0 and r.grants > 0, "hosts and units were made, and given back"

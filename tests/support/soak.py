@@ -191,9 +191,9 @@ class World:
             d.kill()
         self.c.close()
 
-    def tails(self, lines: int = 60) -> str:
-        return "\n".join(f"----- last lines of daemon {d.instance} -----\n" + "\n".join(d.text().splitlines()[-lines:])
-                         for d in self.procs[-1:])
+    def tail(self, lines: int = 60) -> str:
+        """What the last daemon said last."""
+        return "\n".join(self.procs[-1].text().splitlines()[-lines:]) if self.procs else ""
 
 
 #: Facts states of hosts the scheduler keeps in its cluster (a lost one is still up: it keeps using it).
@@ -303,6 +303,8 @@ class Result:
     grants: int
     events: int
     events_lost: int
+    #: The last lines of the last daemon's log.
+    tail: str = ""
 
     @property
     def clean(self) -> bool:
@@ -373,9 +375,10 @@ def run(tmp: Path, plan: Plan) -> Result:
         p = replay(world.c)
         sims = {name: world.sim(name) for name in world.kinds}
         liars = {name: world.liar(name) for name in world.kinds}
+        tail = world.tail()
         world.close()
     ledger = draw(p, sims, liars, plan.graces(), end)
     return Result(plan=plan, ledger=ledger, kills=kills, settled=settled, seconds=time.monotonic() - started,
                   injected={name: liar.get("injected", {}) for name, liar in liars.items()},
                   machines=sum(len(sims[h]["machines"]) for h in HOSTS), grants=len(sims[UNITS]["grants"]),
-                  events=standin.events, events_lost=standin.lost)
+                  events=standin.events, events_lost=standin.lost, tail=tail)
