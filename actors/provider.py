@@ -44,7 +44,7 @@ from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
 from owner.effects import Effects, Notes, TotalPublished, Write
 from owner.health import health
-from owner.hosts import host_events
+from owner.hosts import being_returned, host_events
 from owner.polls import poll
 from owner.scans import Sightings, scan
 from owner.settings import OwnerSettings
@@ -216,7 +216,7 @@ class ProviderActor(PooledActor, Actor):
         events = [(inst, ev.event, ev.seq) for ev in msg.events
                   if (ev.seq is None or ev.seq > done) and ev.provider in (None, self.name)
                   and (inst := by_name.get(ev.name)) is not None]
-        self._carry(host_events(self.s, events))
+        self._carry(host_events(self.s, events, being_returned=being_returned(self.p, self.busy)))
 
     @handles(SupplyChanged)
     def _supply(self, msg: SupplyChanged) -> None:
@@ -228,7 +228,7 @@ class ProviderActor(PooledActor, Actor):
         """What the scheduler's view says of our hosts, and of those it stopped listing (once no host-events
         write is under way: the view is read against the hosts' states)."""
         if self.supply is not None and Notes("host-events") not in self.busy:
-            fx, self.unlisted = correct(self.p, self.s, self.supply, now, self.unlisted)
+            fx, self.unlisted = correct(self.p, self.s, self.supply, now, self.unlisted, self.busy)
             self._carry(fx)
 
     def _host_events_written(self) -> None:
