@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from messages.facts import GrantChanged, InstanceChanged, Payload, RequestChanged, RequestPlanned, UsageObserved
+from messages.facts import (
+    GrantChanged,
+    InstanceChanged,
+    Order,
+    Payload,
+    RequestChanged,
+    RequestPlanned,
+    UsageObserved,
+)
 from messages.records import GrantRecord, OrderRecord, RequestRecord
 from messages.scripts import Accepted, ScriptResult, Usage
 from messages.states import GIVABLE, LEFT_BEHIND, REQUEST, RETURNABLE, RETURNING, OnRestart
@@ -56,8 +64,26 @@ def take_order(p: Projection, s: OwnerSettings, order: OrderRecord, now: float, 
         machines = [m for m in o.machines if (inst := p.instances.get(f"{s.name}/{m}")) is not None
                     and inst.state in RETURNABLE and (inst.state != "busy" or o.reason.startswith("operator"))]
         return plan_return(p, s, machines, {}, o.reason, busy, order_id=order.id)
+    return plan_return(p, s, [], _parts(p, o), o.reason, busy, order_id=order.id)
+
+
+def _parts(p: Projection, o: Order) -> dict[str, int]:
+    """What a units return order gives back of each grant it names, of what is still ours to give."""
     held = {g: gr.count for g in o.grants if (gr := p.grants.get(g)) is not None and gr.state in GIVABLE}
-    return plan_return(p, s, [], portions(held, o.count, held), o.reason, busy, order_id=order.id)
+    return portions(held, o.count, held)
+
+
+def _going_too(p: Projection, resource: str, busy: Collection[object], order_id: str) -> dict[str, int]:
+    """Units that other return intents being written give back (their total, written with them, is not
+    committed yet): the total written with this one leaves them out too, never counting them again."""
+    out: dict[str, int] = {}
+    for slot in busy:
+        if isinstance(slot, OrderTaken) and slot.order_id != order_id and not p.requests_of(slot.order_id):
+            o = p.orders.get(slot.order_id)
+            if o is not None and o.order.action == "return" and o.order.supply == "units" \
+                    and o.order.resource == resource:
+                out.update(_parts(p, o.order))
+    return out
 
 
 def plan_return(p: Projection, s: OwnerSettings, machines: list[str], grants: Mapping[str, int], reason: str,
@@ -75,7 +101,8 @@ def plan_return(p: Projection, s: OwnerSettings, machines: list[str], grants: Ma
     payloads = return_intent(p.grants, machines, grants, request_id, order_id, reason)
     if grants:
         # The total the scheduler reads drops with the intent: it hands out none of these units from now on.
-        payloads += total_after(p, s, p.grants[next(iter(grants))].resource, grants)
+        resource = p.grants[next(iter(grants))].resource
+        payloads += total_after(p, s, resource, {**_going_too(p, resource, busy, order_id), **grants})
     return write(slot, payloads, (request_id,) + (None,) * (len(payloads) - 1))
 
 

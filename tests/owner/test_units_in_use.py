@@ -9,7 +9,7 @@ from messages.scripts import Usage
 from owner.calls import Carry, CheckUse
 from owner.requests import carried, carry_out, replan_returns, take_order, use_checked
 from owner.scans import Sightings
-from owner.step import answer
+from owner.step import answer, step
 from owner.units import totals
 from policy.retry import MAX_ATTEMPTS
 from tests.support.facts import T0, commit, kinds, projection
@@ -112,3 +112,17 @@ def test_an_orphans_return_is_called_without_a_read(units):
     (rid,) = [r for r in p.requests]
     (call,) = carry_out(p, units, p.requests[rid], T0 + 11, busy=(), inherited=False).calls
     assert call.purpose == Carry(rid)
+
+
+def test_returns_written_together_each_leave_out_the_others_units(units):
+    """(The liar soak found two return intents taken in one turn, the second writing a total that counted the
+    first's units again: published for a moment, the scheduler could hand them out.)"""
+    p = projection("p", [*GRANTS,
+                         ("o1", Order(action="return", supply="units", resource="vcs", grants=["g1"], count=3)),
+                         ("o2", Order(action="return", supply="units", resource="vcs", grants=["g2"], count=1))])
+    commit(p, "p", totals(p, units, busy=()), T0 + 10)
+    fx = step(p, units, T0 + 11, busy=(), inherited_upto=0)
+    totals_written = [w.payloads[-1] for w in fx.writes if w.payloads[-1].kind == "resource_total_changed"]
+    assert [t.borrowed for t in totals_written] == [2, 1], "5 lent; 3 going, then 1 more: never 4 again"
+    commit(p, "p", fx, T0 + 11)
+    assert p.resources["vcs"].borrowed == 1 and not totals(p, units, busy=()).writes
