@@ -157,6 +157,13 @@ class RequestPlanned(SupplyChange):
     order_id: str = ""
 
 
+#: Outcomes of a units return's use read, made before its call (no call is made by the read itself):
+#: ``use_read`` says the use fits in what stays and the call follows (it is no attempt); ``use_unread`` that
+#: the read failed (an attempt: backoff and bound, and the next attempt reads again).
+USE_READ = "use_read"
+USE_UNREAD = "use_unread"
+
+
 class RequestChanged(Model):
     kind: Literal[
         "request_submitted",
@@ -169,7 +176,8 @@ class RequestChanged(Model):
     state: str
     provider_request_id: str | None = None
     reason: str = ""
-    #: Exit-code class of the script failure that caused it (transient, capacity, ...).
+    #: Exit-code class of the script failure that caused it (transient, capacity, ...), or a use read's
+    #: (``USE_READ``, ``USE_UNREAD``).
     outcome: str | None = None
 
 

@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from messages.facts import (
+    USE_READ,
+    USE_UNREAD,
     GrantChanged,
     InstanceChanged,
     Order,
@@ -33,8 +35,6 @@ from policy.reclaim import portions
 from policy.retry import backoff, retryable, try_again
 from policy.returns import returns_due
 
-#: The outcome of a return's attempt that was only a use read, and failed: no call was made.
-USE_UNREAD = "use_unread"
 #: Why an inherited request of a provider that takes no token is not repeated.
 NO_TOKEN = ("unknown outcome after restart: LSF-style scripts take no idempotency token, so the request is "
             "not repeated; the orphan search finds what it made")
@@ -139,12 +139,12 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
     if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, s.policy.backoff_max):
         return NOTHING
     if req.action == "return" and req.supply == "units" and req.resource and _reads_use(s, req.resource) \
-            and not inherited and (req.attempts == 0 or req.outcome == USE_UNREAD) and any(
+            and req.outcome != USE_READ and (req.attempts == 0 or req.outcome == USE_UNREAD) and any(
                 (g := p.grants.get(gid)) is not None and _before_return(g) == "granted" for gid in req.grants):
-        # Units the scheduler could hand out: their use is read first, and the return is called once it fits
-        # in what stays (``use_checked``). Only before the first call (no attempt yet, or only reads that
-        # failed): once made, a call may have taken effect, and its repeat must follow. (An orphan's units
-        # were never in the total.)
+        # Units the scheduler could hand out: their use is read first, and the return is called once a read
+        # that fits is written (``use_checked``), so a return whose read is not in the facts was never called,
+        # by this owner or any before it. Once called, a call may have taken effect, and its repeat follows
+        # unread. (An orphan's units were never in the total.)
         return Effects(calls=(Call(CheckUse(req.id, req.resource), "usage", {"resource": req.resource}),))
     return Effects(calls=(_call(p, s, req),))
 
@@ -178,9 +178,10 @@ def use_checked(p: Projection, s: OwnerSettings, purpose: CheckUse, result: Scri
     was published: use above what stays was handed out before the scheduler learned of the return (or after
     the planner's last read), and those units are in use. The return's call was never made, so it can be
     called off: the grants are held as before (units in use are never returned) and the total counts them
-    again. Once it passes, the scheduler hands none of the units out, so a retry of the call needs no read.
-    A read that failed counts as an attempt of the return (the same backoff, the same bound) that made no
-    call (``USE_UNREAD``): the next attempt reads the use again.
+    again. A read that fits is written (``USE_READ``), and the call follows once it is committed; from then
+    on the scheduler hands none of the units out, so a retry of the call, by this owner or a successor,
+    needs no read. A read that failed counts as an attempt of the return (the same backoff, the same bound)
+    that made no call (``USE_UNREAD``): the next attempt reads the use again.
     """
     req = p.requests.get(purpose.request_id)
     if req is None or req.state != "planned":
@@ -200,7 +201,10 @@ def use_checked(p: Projection, s: OwnerSettings, purpose: CheckUse, result: Scri
     fx = NOTHING if rec is not None and rec.in_use == in_use else write(
         UsageSeen(res), [UsageObserved(resource=res, in_use=in_use, total=result.output.total)])
     if in_use <= stays:
-        return fx + Effects(calls=(_call(p, s, req),))
+        # Written before the call is made: a successor finds whether the call may have happened.
+        return fx + write(RequestSettled(req.id), [RequestChanged(
+            kind="request_status", request_id=req.id, state="planned", outcome=USE_READ,
+            reason=f"{in_use} units of {res} in use, {stays} stay: the return is called")])
     why = f"called off: {in_use} units of {res} in use, {stays} would stay"
     payloads: list[Payload] = [RequestChanged(kind="request_failed", request_id=req.id, state="failed", reason=why)]
     for gid in req.grants:

@@ -17,6 +17,7 @@ from itertools import chain
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from messages.facts import (
+    USE_READ,
     BudgetEvent,
     Decision,
     Fact,
@@ -338,16 +339,17 @@ class Projection:
 
     def _request_changed(self, fact: Fact, p: RequestChanged) -> None:
         rec = self.requests[p.request_id]
+        attempt = bool(p.outcome) and p.outcome != USE_READ  # a use read that passed called nothing yet
         if p.state == rec.state:
             # A note on the same state: a retried attempt, or a status with news.
-            if p.outcome:
+            if attempt:
                 rec.attempts += 1
                 rec.last_attempt_at = fact.time
         else:
             rec.history = rec.history.advance(REQUEST, p.state, fact.time, p.reason)
             if p.state in REQUEST.terminal:
                 self._part(rec.provider).open_requests.pop(rec.id, None)
-            if p.outcome:
+            if attempt:
                 rec.attempts += 1
                 rec.last_attempt_at = fact.time
         if p.provider_request_id:

@@ -174,6 +174,8 @@ class Owner:
         fx, self.seen = answer(p, self.s, msg.call, msg.result, now, self.busy, self.seen)
         self.carry(fx)
         purpose = msg.call.purpose
+        if isinstance(purpose, CheckUse):
+            self.call(purpose.request_id)  # a read that fits is written: the return's call follows
         if isinstance(purpose, (Carry, CheckUse)):
             self._carried(purpose.request_id)
         elif isinstance(purpose, Poll) and self.s.resources:

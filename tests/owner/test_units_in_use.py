@@ -4,7 +4,7 @@ read, and a scheduler may hand units out until it reads a lower total.)"""
 
 from __future__ import annotations
 
-from messages.facts import GrantChanged, Order, RequestPlanned, UsageObserved
+from messages.facts import USE_READ, GrantChanged, Order, RequestPlanned, UsageObserved
 from messages.scripts import Usage
 from owner.calls import Carry, CheckUse
 from owner.requests import carried, carry_out, replan_returns, take_order, use_checked
@@ -40,15 +40,19 @@ def test_the_total_drops_with_a_returns_intent_and_stays_down_while_its_units_ar
     assert not totals(p, units, busy=()).writes, "units on their way back stay out of the total"
 
 
-def test_a_fresh_units_return_reads_the_use_first_and_is_called_when_it_fits_in_what_stays(units):
+def test_a_fresh_units_return_reads_the_use_first_and_is_called_once_a_read_that_fits_is_written(units):
     p, _ = _planned(units)
     (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
     assert check.purpose == CheckUse("o.1", "vcs") and check.action == "usage" and check.token is None
     assert check.purpose.slot == Carry("o.1").slot, "the read holds the return's slot: no second read or call"
     fx = use_checked(p, units, check.purpose, result("usage", output=Usage(resource="vcs", in_use=4)))
-    (call,) = fx.calls
+    assert not fx.calls, "the read is written first"
+    assert kinds(commit(p, "p", fx, T0 + 12)) == ["usage_observed", "request_status"]
+    assert (p.requests["o.1"].outcome, p.requests["o.1"].attempts) == (USE_READ, 0), "no attempt: no call yet"
+    (call,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
     assert call.purpose == Carry("o.1") and call.action == "return" and call.token == "o.1"
-    assert kinds(commit(p, "p", fx, T0 + 12)) == ["usage_observed"]
+    (again,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=True).calls
+    assert again.purpose == Carry("o.1"), "a successor repeats it unread: the call may have been made"
 
 
 def test_a_return_whose_units_are_in_use_is_called_off_and_its_grant_held_as_before(units):
@@ -80,7 +84,8 @@ def test_a_read_that_fails_is_an_attempt_that_made_no_call_and_the_next_attempt_
 def test_once_a_return_was_called_its_retry_follows_whatever_the_use(units):
     p, _ = _planned(units)
     (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
-    (call,) = use_checked(p, units, check.purpose, result("usage", output=Usage(resource="vcs", in_use=0))).calls
+    commit(p, "p", use_checked(p, units, check.purpose, result("usage", output=Usage(resource="vcs", in_use=0))),
+           T0 + 12)
     commit(p, "p", carried(p, units, "o.1", result("return", outcome="transient", reason="throttled")), T0 + 13)
     (retry,) = carry_out(p, units, p.requests["o.1"], T0 + 20, busy=(), inherited=False).calls
     assert retry.purpose == Carry("o.1"), "the call may have taken effect: its repeat follows, unread"
@@ -97,10 +102,13 @@ def test_reads_that_keep_failing_fail_the_return_as_calls_would(units):
     assert p.requests["o.1"].state == "failed"
 
 
-def test_an_inherited_intent_is_repeated_without_a_read(units):
+def test_an_inherited_intent_whose_use_was_never_read_was_never_called_and_reads_first(units):
+    """(The liar soak found a unit returned in use by a successor that repeated such an intent unread.)"""
     p, _ = _planned(units)
-    (call,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=True).calls
-    assert call.purpose == Carry("o.1") and call.action == "return"
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=True).calls
+    assert check.purpose == CheckUse("o.1", "vcs")
+    fx = use_checked(p, units, check.purpose, result("usage", output=Usage(resource="vcs", in_use=5)))
+    assert kinds(commit(p, "p", fx, T0 + 12)) == ["usage_observed", "request_failed", "grant_return_called_off"]
 
 
 def test_an_orphans_return_is_called_without_a_read(units):
