@@ -428,6 +428,10 @@ class Projection:
             # Still held long after its return completed: ours again, to give back again.
             rec.ended_at = None
             self._part(rec.provider).live_grants[rec.id] = None
+        if p.kind in ("grant_part_returned", "grant_return_called_off"):
+            # Units went back, or the return was never made: what is left is a grant like any other,
+            # and the returns that may fail before it is left to an operator are counted afresh.
+            rec.returns = 0
         if p.kind == "grant_part_returned":
             # The rest stays granted since the grant began; the part stops costing now.
             given = min(p.count, rec.count)
