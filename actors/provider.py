@@ -40,15 +40,15 @@ from messages.commands import (
     Tick,
     Unsubscribe,
 )
-from messages.demand import SupplySnapshot
+from messages.demand import HostEvent, SupplySnapshot
 from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
-from owner.effects import Effects, Write
-from owner.health import health, why_degraded
-from owner.hosts import host_events
+from owner.effects import Effects, Notes, Write
+from owner.health import describe_again, health, why_degraded
+from owner.hosts import being_returned, host_events
 from owner.polls import poll
-from owner.scans import Sightings, scan
+from owner.scans import SCAN_EVERY_POLLS, Sightings, scan
 from owner.settings import OwnerSettings
 from owner.step import answer, step
 from owner.supply import Unlisted, correct, hosts_of
@@ -56,16 +56,8 @@ from owner.units import read_usage
 from persistence.failpoints import failpoint
 from persistence.projection import Projection
 from persistence.shared import SharedProjection
-from policy.retry import backoff
 
 log = logging.getLogger(__name__)
-
-#: Orphan searches and reclaim checks run this many status polls apart.
-SCAN_EVERY_POLLS = 12
-#: A description is asked for again after this long, or sooner after a failure (with backoff).
-DESCRIBE_EVERY = 3600.0
-#: While describe's failures keep a provider degraded, it is asked again at least this often.
-DEGRADED_DESCRIBE_EVERY = 60.0
 
 #: Makes an owner's port to its provider: (config, work folder, where results go, whether it may still act).
 CallsFactory = Callable[[ProviderConfig, Path, OnDone, Callable[[], bool]], ProviderCalls]
@@ -125,6 +117,8 @@ class ProviderActor(PooledActor, Actor):
         #: the scheduler's latest view of its hosts, and who of ours it has stopped listing
         self.supply: SupplySnapshot | None = None
         self.unlisted = Unlisted()
+        #: host events that came while a host-events write was under way: read against its outcome
+        self.held_events: list[HostEvent] = []
 
     @property
     def name(self) -> str:
@@ -211,12 +205,16 @@ class ProviderActor(PooledActor, Actor):
     def _host_events(self, msg: HostEvents) -> None:
         if not self.acting:
             return
+        if Notes("host-events") in self.busy:
+            # Host events are read against the hosts' states: not until the write under way is committed.
+            self.held_events += msg.events
+            return
         done = self.p.host_event_seq.get(self.name, 0)
         by_name = self.p.live_by_name(self.name)
         events = [(inst, ev.event, ev.seq) for ev in msg.events
                   if (ev.seq is None or ev.seq > done) and ev.provider in (None, self.name)
                   and (inst := by_name.get(ev.name)) is not None]
-        self._carry(host_events(self.s, events))
+        self._carry(host_events(self.s, events, being_returned=being_returned(self.p, self.busy)))
 
     @handles(SupplyChanged)
     def _supply(self, msg: SupplyChanged) -> None:
@@ -225,10 +223,19 @@ class ProviderActor(PooledActor, Actor):
             self._correct(self.clock())
 
     def _correct(self, now: float) -> None:
-        """What the scheduler's view says of our hosts, and of those it stopped listing."""
-        if self.supply is not None:
-            fx, self.unlisted = correct(self.p, self.s, self.supply, now, self.unlisted)
+        """What the scheduler's view says of our hosts, and of those it stopped listing (once no host-events
+        write is under way: the view is read against the hosts' states)."""
+        if self.supply is not None and Notes("host-events") not in self.busy:
+            fx, self.unlisted = correct(self.p, self.s, self.supply, now, self.unlisted, self.busy)
             self._carry(fx)
+
+    def _host_events_written(self) -> None:
+        """A host-events write is committed: what waited for it is read against the states it wrote."""
+        held, self.held_events = self.held_events, []
+        if held:
+            self._host_events(HostEvents(events=held))
+        if Notes("host-events") not in self.busy:
+            self._correct(self.clock())
 
     # --- reconcile ----------------------------------------------------------------------
 
@@ -302,6 +309,8 @@ class ProviderActor(PooledActor, Actor):
                 self.revoked.set()
                 self.lease_actor.tell(LeaseRevoked(name=self.lease.name, reason=reason))
             return
+        if w.slot == Notes("host-events") and self.acting:
+            self._host_events_written()
         if msg.error:
             return  # nothing committed; the next reconcile tries again
         if self.ready:
@@ -331,18 +340,10 @@ class ProviderActor(PooledActor, Actor):
         if result.ok:
             self.repeats.clear(call.action)
         if call.action == "describe":
-            self._described_at(now, result.ok, result.reason)
+            self.describe_failed, wait = describe_again(self.describe_failed, result.ok, result.reason,
+                                                        self.s.policy.backoff_max)
+            self.describe_due = now + wait
         self._carry(fx)
         if call.action == "describe":
             self._reconcile(now)  # a provider whose describe keeps failing (or serves again) says so now
-
-    def _described_at(self, now: float, ok: bool, reason: str) -> None:
-        """When to describe again: in an hour, or sooner after a failure, backing off; while the failures
-        keep the provider degraded, at least once a minute, so it recovers soon after its describe does."""
-        failures = 0 if ok else self.describe_failed[0] + 1
-        self.describe_failed = (failures, "" if ok else reason)
-        wait = DESCRIBE_EVERY if ok else backoff(failures, self.s.policy.backoff_max, base=5.0)
-        if why_degraded("", *self.describe_failed):
-            wait = min(wait, DEGRADED_DESCRIBE_EVERY)
-        self.describe_due = now + wait
 

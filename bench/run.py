@@ -37,6 +37,7 @@ from bench.persistent import status_calls
 from bench.ready import fill, ready_time, ready_time_cold
 from bench.rss import daemon_rss
 from bench.sim import month
+from bench.soak import STORM, liar_soak
 from bench.spawn import spawn_latency
 from config.models import ProviderConfig
 from lease.etcd_client import put_op
@@ -292,6 +293,11 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], Any], tuple[Figure, ...]]] = [
     (spawn_latency, (Figure("demand pushed -> first request script spawned, p50", "ms", 50.0, "<="),
                      Figure("  same, p99", "ms", 3.0, "<=", "ratio"))),
     (takeover_seconds, (Figure(f"failover: owner killed -> standby acting (TTL {TTL:g} s)", "s", TTL + 1.0, "<="),)),
+    # Minutes of a real daemon against providers that lie, fail and are slow (docs/recovery.md).
+    (liar_soak, (Figure(f"liar soak, {STORM:g} s: leaked instance-seconds beyond graces", "s", 0, "<="),
+                 Figure("  double creations", "count", 0, "<="),
+                 Figure("  units returned in use", "units", 0, "<="),
+                 Figure("  still held after the calm (provider or facts)", "count", 0, "<="))),
     # Its ratio: simulated seconds per wall second (it has no floor).
     (month, (Figure("simulated month of one-minute demand, 100 providers", "s", 200_000, ">=", "ratio"),)),
     # Last: a thousand providers load the machine for minutes after it.

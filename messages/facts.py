@@ -182,6 +182,13 @@ class RequestPlanned(SupplyChange):
     order_id: str = ""
 
 
+#: Outcomes of a units return's use read, made before its call (no call is made by the read itself):
+#: ``use_read`` says the use fits in what stays and the call follows (it is no attempt); ``use_unread`` that
+#: the read failed (an attempt: backoff and bound, and the next attempt reads again).
+USE_READ = "use_read"
+USE_UNREAD = "use_unread"
+
+
 class RequestChanged(Model):
     kind: Literal[
         "request_submitted",
@@ -194,7 +201,8 @@ class RequestChanged(Model):
     state: str
     provider_request_id: str | None = None
     reason: str = ""
-    #: Exit-code class of the script failure that caused it (transient, capacity, ...).
+    #: Exit-code class of the script failure that caused it (transient, capacity, ...), or a use read's
+    #: (``USE_READ``, ``USE_UNREAD``).
     outcome: str | None = None
 
 
@@ -247,7 +255,10 @@ class GrantChanged(Model):
 
     A return may give back part of a grant: ``grant_part_returned`` ends it
     (back to ``granted``, holding fewer units), or ``grant_return_timed_out``
-    when it never completed (back to ``granted``, holding them all). On a
+    when it never completed (back to ``granted``, holding them all). A return
+    whose call was never made is ``grant_return_called_off`` when the use read
+    before it showed the units in use: the grant is what it was before
+    (``granted``, or ``orphaned``), holding them all. On a
     grant already ``granted``, ``grant_part_returned`` notes that the
     provider lists fewer units than recorded (a timed-out part went back
     after all).
@@ -260,6 +271,7 @@ class GrantChanged(Model):
         "grant_returned",
         "grant_part_returned",
         "grant_return_timed_out",
+        "grant_return_called_off",
         "grant_failed",
         "grant_orphan_found",
     ]

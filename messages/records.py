@@ -127,7 +127,8 @@ class GrantRecord:
     granted_at: float | None = None
     ended_at: float | None = None
     return_request_id: str = ""
-    #: Returns planned for it so far: one that keeps failing backs off, and stops after a bound.
+    #: Returns planned for it since it last gave units back (a partial return done) or was held as before (a
+    #: return called off): one that keeps failing backs off, and stops after a bound.
     returns: int = 0
     #: Units its open return gives back (all of ``count``, or part of it); 0 when none is open.
     returning: int = 0

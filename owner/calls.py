@@ -78,7 +78,23 @@ class ReadUsage:
         return (ReadUsage, self.resource)
 
 
-Purpose = Describe | Carry | Poll | List | ScanStatus | CheckReclaims | ReadUsage
+@dataclass(frozen=True, slots=True)
+class CheckUse:
+    """``usage`` of a resource read right before a units return is called, once the total the scheduler
+    reads leaves the return's units out: the return goes ahead only if the use fits in what stays.
+
+    It holds the slot of the return's own call: one or the other is under way, never both.
+    """
+
+    request_id: str
+    resource: str
+
+    @property
+    def slot(self) -> object:
+        return (Carry, self.request_id)
+
+
+Purpose = Describe | Carry | CheckUse | Poll | List | ScanStatus | CheckReclaims | ReadUsage
 
 
 @dataclass(frozen=True, slots=True)

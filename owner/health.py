@@ -14,9 +14,26 @@ from messages.facts import ProviderHealth
 from owner.effects import NOTHING, Effects, Notes, note, write
 from owner.settings import OwnerSettings
 from persistence.projection import Projection
+from policy.retry import backoff
 
 #: ``describe`` failing this many times in a row degrades the provider, until it succeeds again.
 DESCRIBE_FAILURES = 3
+#: A description is asked for again after this long, or sooner after a failure (with backoff).
+DESCRIBE_EVERY = 3600.0
+#: While describe's failures keep a provider degraded, it is asked again at least this often.
+DEGRADED_DESCRIBE_EVERY = 60.0
+
+
+def describe_again(failed: tuple[int, str], ok: bool, reason: str,
+                   backoff_max: float) -> tuple[tuple[int, str], float]:
+    """describe's failures in a row (and the last reason) after this answer, and how long until it is asked
+    again: in an hour, or sooner after a failure, backing off; while the failures keep the provider
+    degraded, at least once a minute, so it recovers soon after its describe does."""
+    failed = (0, "") if ok else (failed[0] + 1, reason)
+    wait = DESCRIBE_EVERY if ok else backoff(failed[0], backoff_max, base=5.0)
+    if why_degraded("", *failed):
+        wait = min(wait, DEGRADED_DESCRIBE_EVERY)
+    return failed, wait
 
 
 def why_degraded(port: str, describe_failures: int, describe_error: str) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Container, Iterable
 
 from messages.facts import InstanceChanged, Payload
 from messages.records import InstanceRecord
 from messages.states import AWAITING_JOIN, INSTANCE
-from owner.effects import NOTHING, Effects, Notes, write
+from owner.effects import NOTHING, Effects, Notes, OrderTaken, ReturnPlanned, write
 from owner.settings import OwnerSettings
 from persistence.projection import Projection
 
@@ -15,18 +15,23 @@ from persistence.projection import Projection
 HostEvent = tuple[InstanceRecord, str, "int | None"]
 
 
-def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host event") -> Effects:
+def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host event",
+                being_returned: Container[str] = ()) -> Effects:
     """Each event moves its host along the instance machine, where the table allows.
 
     ``said``: who said so, for the reason (a host event, or the scheduler's view of its hosts).
     A host seen ``provisioning`` that is reported idle or busy joined before a
     status poll saw it running: it goes through ``joined``. An event that the
     table does not allow from where the host is (a late ``busy`` for a host
-    being returned) changes nothing.
+    being returned) changes nothing; nor does one for a host a return being
+    written moves to ``return_planned`` (``being_returned``): read against the
+    state it leaves, it would be written after the return, a step the table refuses.
     """
     expected: dict[str, str] = {}
     payloads: list[Payload] = []
     for inst, event, seq in events:
+        if inst.machine_id in being_returned:
+            continue
         state = expected.get(inst.machine_id, inst.state)
         steps = ["joined", event] if state == "provisioning" and event in ("idle", "busy") else [event]
         for step in steps:
@@ -37,6 +42,18 @@ def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host
             state = step
         expected[inst.machine_id] = state
     return write(Notes("host-events"), payloads)
+
+
+def being_returned(p: Projection, busy: Collection[object]) -> set[str]:
+    """Machines that a return's write under way moves to ``return_planned`` (read from its slot)."""
+    out: set[str] = set()
+    for slot in busy:
+        if isinstance(slot, ReturnPlanned):
+            out.update(slot.ids)
+        elif isinstance(slot, OrderTaken) and (o := p.orders.get(slot.order_id)) is not None \
+                and o.order.action == "return":
+            out.update(o.order.machines)
+    return out
 
 
 def watch_joins(p: Projection, s: OwnerSettings, now: float, busy: Collection[object] = ()) -> Effects:

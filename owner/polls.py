@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from messages.facts import Payload
 from messages.scripts import ScriptResult, StatusReport
@@ -33,7 +33,8 @@ def poll(p: Projection, s: OwnerSettings) -> Effects:
     return Effects(calls=(Call(Poll(ids), "status", {"requests": [{"requestId": pid} for pid in ids]}),))
 
 
-def polled(p: Projection, s: OwnerSettings, ids: Mapping[str, str], result: ScriptResult) -> Effects:
+def polled(p: Projection, s: OwnerSettings, ids: Mapping[str, str], result: ScriptResult,
+           busy: Collection[object] = ()) -> Effects:
     """What each request's status says, as facts (``owner.status``)."""
     if not result.ok or not isinstance(result.output, StatusReport):
         return note("warning", f"provider {s.name}: status failed: {result.reason}", repeats="status")
@@ -43,4 +44,4 @@ def polled(p: Projection, s: OwnerSettings, ids: Mapping[str, str], result: Scri
         if req is None:
             continue
         payloads += status_facts(s.name, p.instances, p.grants, req, st.status, st.message, st.machines, st.granted)
-    return write(Notes("status"), with_totals(p, s, payloads))
+    return write(Notes("status"), with_totals(p, s, payloads, busy))

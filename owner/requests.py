@@ -11,17 +11,25 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from messages.facts import GrantChanged, InstanceChanged, Payload, RequestChanged, RequestPlanned
-from messages.records import OrderRecord, RequestRecord
-from messages.scripts import Accepted, ScriptResult
-from messages.states import GIVABLE, LEFT_BEHIND, REQUEST, RETURNABLE, OnRestart
-from owner.calls import Call, Carry
-from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPlanned, note, write
+from messages.facts import (
+    USE_READ,
+    USE_UNREAD,
+    GrantChanged,
+    InstanceChanged,
+    Payload,
+    RequestChanged,
+    RequestPlanned,
+    UsageObserved,
+)
+from messages.records import GrantRecord, OrderRecord, RequestRecord
+from messages.scripts import Accepted, ScriptResult, Usage
+from messages.states import LEFT_BEHIND, REQUEST, RETURNABLE, RETURNING, OnRestart
+from owner.calls import Call, Carry, CheckUse
+from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPlanned, UsageSeen, note, write
 from owner.returns import return_intent, return_lost
 from owner.settings import OwnerSettings
-from owner.units import with_totals
+from owner.units import going_back, lent, order_parts, total_after, with_totals
 from persistence.projection import Projection
-from policy.reclaim import portions
 from policy.retry import backoff, retryable, try_again
 from policy.returns import returns_due
 
@@ -55,8 +63,7 @@ def take_order(p: Projection, s: OwnerSettings, order: OrderRecord, now: float, 
         machines = [m for m in o.machines if (inst := p.instances.get(f"{s.name}/{m}")) is not None
                     and inst.state in RETURNABLE and (inst.state != "busy" or forced)]
         return plan_return(p, s, machines, {}, o.reason, busy, order_id=order.id)
-    held = {g: gr.count for g in o.grants if (gr := p.grants.get(g)) is not None and gr.state in GIVABLE}
-    return plan_return(p, s, [], portions(held, o.count, held), o.reason, busy, order_id=order.id)
+    return plan_return(p, s, [], order_parts(p, o), o.reason, busy, order_id=order.id)
 
 
 def plan_return(p: Projection, s: OwnerSettings, machines: list[str], grants: Mapping[str, int], reason: str,
@@ -72,6 +79,10 @@ def plan_return(p: Projection, s: OwnerSettings, machines: list[str], grants: Ma
         return NOTHING
     request_id = f"{order_id}.{len(p.requests_of(order_id)) + 1}" if order_id else s.new_id("return")
     payloads = return_intent(p.grants, machines, grants, request_id, order_id, reason)
+    if grants:
+        # The total the scheduler reads drops with the intent: it hands out none of these units from now on.
+        resource = p.grants[next(iter(grants))].resource
+        payloads += total_after(p, s, resource, {**going_back(p, busy, resource, but=order_id), **grants})
     return write(slot, payloads, (request_id,) + (None,) * (len(payloads) - 1))
 
 
@@ -107,6 +118,24 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
         return NOTHING
     if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, s.policy.backoff_max):
         return NOTHING
+    if req.action == "return" and req.supply == "units" and req.resource and _reads_use(s, req.resource) \
+            and req.outcome != USE_READ and (req.attempts == 0 or req.outcome == USE_UNREAD) and any(
+                (g := p.grants.get(gid)) is not None and _before_return(g) == "granted" for gid in req.grants):
+        # Units the scheduler could hand out: their use is read first, and the return is called once a read
+        # that fits is written (``use_checked``), so a return whose read is not in the facts was never called,
+        # by this owner or any before it. Once called, a call may have taken effect, and its repeat follows
+        # unread. (An orphan's units were never in the total.)
+        return Effects(calls=(Call(CheckUse(req.id, req.resource), "usage", {"resource": req.resource}),))
+    return Effects(calls=(_call(p, s, req),))
+
+
+def _reads_use(s: OwnerSettings, resource: str) -> bool:
+    """Whether the owner reads this resource's use at its source (a resource it lends, a provider with usage)."""
+    return s.can("usage") and any(r.name == resource for r in s.resources)
+
+
+def _call(p: Projection, s: OwnerSettings, req: RequestRecord) -> Call:
+    """The ``request`` or ``return`` call of an intent, under its id as token."""
     doc: dict[str, Any]
     if req.action == "request":
         doc = {"token": req.id, "count": req.count, "tags": {**s.tags, "provisioner-request": req.id}}
@@ -119,7 +148,63 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
     else:
         doc = {"token": req.id, "resource": req.resource, "count": req.count,
                "grants": [_grant_ref(p, g) for g in req.grants]}
-    return Effects(calls=(Call(Carry(req.id), "request" if req.action == "request" else "return", doc, req.id),))
+    return Call(Carry(req.id), "request" if req.action == "request" else "return", doc, req.id)
+
+
+def use_checked(p: Projection, s: OwnerSettings, purpose: CheckUse, result: ScriptResult,
+                busy: Collection[object] = ()) -> Effects:
+    """The use read before a units return: the return is called if the use fits in what stays, else called off.
+
+    The intent left its units out of the total the scheduler reads, and this read was taken after that total
+    was published: use above what stays was handed out before the scheduler learned of the return (or after
+    the planner's last read), and those units are in use. The return's call was never made, so it can be
+    called off: the grants are held as before (units in use are never returned) and the total counts them
+    again. A read that fits is written (``USE_READ``), and the call follows once it is committed; from then
+    on the scheduler hands none of the units out, so a retry of the call, by this owner or a successor,
+    needs no read. A read that failed counts as an attempt of the return (the same backoff, the same bound)
+    that made no call (``USE_UNREAD``): the next attempt reads the use again.
+    """
+    req = p.requests.get(purpose.request_id)
+    if req is None or req.state != "planned":
+        return NOTHING
+    if not result.ok or not isinstance(result.output, Usage):
+        if not try_again(result.outcome, s.takes_token, req.action, req.attempts):
+            return fail(p, s, req, "failed", result.reason, result.outcome, busy)
+        # An attempt (backoff, bound) that made no call: the next one reads the use again.
+        return write(RequestSettled(req.id), [RequestChanged(
+            kind="request_status", request_id=req.id, state="planned", outcome=USE_UNREAD,
+            reason=f"{result.reason} (the use read before the return; no return was called)")])
+    in_use = result.output.in_use
+    res = purpose.resource
+    base = next((r.base for r in s.resources if r.name == res), 0)
+    stays = base + lent(p, s, res)
+    rec = p.resources.get(res)
+    fx = NOTHING if rec is not None and rec.in_use == in_use else write(
+        UsageSeen(res), [UsageObserved(resource=res, in_use=in_use, total=result.output.total)])
+    if in_use <= stays:
+        # Written before the call is made: a successor finds whether the call may have happened.
+        return fx + write(RequestSettled(req.id), [RequestChanged(
+            kind="request_status", request_id=req.id, state="planned", outcome=USE_READ,
+            reason=f"{in_use} units of {res} in use, {stays} stay: the return is called")])
+    why = f"called off: {in_use} units of {res} in use, {stays} would stay"
+    payloads: list[Payload] = [RequestChanged(kind="request_failed", request_id=req.id, state="failed", reason=why)]
+    for gid in req.grants:
+        g = p.grants.get(gid)
+        if g is not None and g.state == "return_planned" and g.return_request_id == req.id:
+            before = _before_return(g)
+            payloads.append(GrantChanged(kind="grant_return_called_off", grant_id=g.id, resource=g.resource,
+                                         state=before, count=g.returning if before == "granted" else 0,
+                                         request_id=req.id, reason=why))
+    return fx + write(RequestSettled(req.id), with_totals(p, s, payloads, busy)) + note(
+        "warning", f"provider {s.name}: return {req.id} {why}")
+
+
+def _before_return(g: GrantRecord) -> str:
+    """What a grant was before its returns began: granted, or an orphan."""
+    for change in reversed(g.history.changes):
+        if change.state not in RETURNING:
+            return change.state
+    return "granted"
 
 
 def _grant_ref(p: Projection, grant_id: str) -> str | dict[str, Any]:
@@ -130,7 +215,8 @@ def _grant_ref(p: Projection, grant_id: str) -> str | dict[str, Any]:
     return grant_id
 
 
-def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResult) -> Effects:
+def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResult,
+            busy: Collection[object] = ()) -> Effects:
     """The answer of a request's call: submitted, another attempt with the same token, or failed."""
     req = p.requests.get(request_id)
     if req is None or req.state != "planned":
@@ -157,7 +243,7 @@ def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResu
     if result.outcome == "timeout" and not retryable(result.outcome, s.takes_token, req.action):
         reason += " (unknown outcome: LSF-style scripts take no token, so it is not repeated; " \
                   "the orphan search finds what it made)"
-    return fail(p, s, req, "failed", reason, result.outcome)
+    return fail(p, s, req, "failed", reason, result.outcome, busy)
 
 
 def expire(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) -> Effects:
@@ -168,12 +254,12 @@ def expire(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]
             continue
         if now - req.created_at > s.policy.request_timeout:
             fx += fail(p, s, req, "timed_out", f"not done within request_timeout {s.policy.request_timeout:.0f}s",
-                       None)
+                       None, busy)
     return fx
 
 
 def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason: str,
-         outcome: str | None) -> Effects:
+         outcome: str | None, busy: Collection[object] = ()) -> Effects:
     """A request ends ``failed`` or ``timed_out``, with what it leaves behind.
 
     A units request that timed out may have been granted after all: its grant
@@ -200,5 +286,5 @@ def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason
         payloads += [return_lost(p.grants[g], req.id, why)
                      for g in req.grants if g in p.grants and p.grants[g].return_request_id == req.id
                      and p.grants[g].state in ("return_planned", "returning")]
-    return write(RequestSettled(req.id), with_totals(p, s, payloads)) + note(
+    return write(RequestSettled(req.id), with_totals(p, s, payloads, busy)) + note(
         "warning", f"provider {s.name}: request {req.id} {state}: {reason}")

@@ -30,6 +30,9 @@ from owner.settings import OwnerSettings
 from owner.units import with_totals
 from persistence.projection import Projection
 
+#: Orphan searches and reclaim checks run this many status polls apart (in live and simulated runs alike).
+SCAN_EVERY_POLLS = 12
+
 #: Lists in a row that must miss a machine the facts hold before it is declared lost (and
 #: ``policy.lost_after`` must have passed since the first of them).
 MISSES_TO_LOSE = 2
@@ -65,7 +68,8 @@ def scan(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) 
 
 
 def listed(p: Projection, s: OwnerSettings, started: float, result: ScriptResult, now: float,
-           seen: Sightings, in_cluster: Container[str] = ()) -> tuple[Effects, Sightings]:
+           seen: Sightings, in_cluster: Container[str] = (),
+           busy: Collection[object] = ()) -> tuple[Effects, Sightings]:
     """A ``list`` answer, held against the facts.
 
     Unknown machines and grants become orphans; machines missing long enough are lost; a lost
@@ -96,7 +100,7 @@ def listed(p: Projection, s: OwnerSettings, started: float, result: ScriptResult
             del missing[inst.machine_id]
     for g in held.grants:
         payloads += _listed_grant(p, s, g, started, now)
-    return write(Notes("orphans"), with_totals(p, s, payloads)), Sightings(unknown, missing)
+    return write(Notes("orphans"), with_totals(p, s, payloads, busy)), Sightings(unknown, missing)
 
 
 def _listed_again(p: Projection, s: OwnerSettings, machines: Iterable[Machine], now: float,

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Collection, Container
 
 from messages.scripts import ScriptResult
-from owner.calls import Call, Carry, CheckReclaims, Describe, List, Poll, ReadUsage, ScanStatus
+from owner.calls import Call, Carry, CheckReclaims, CheckUse, Describe, List, Poll, ReadUsage, ScanStatus
 from owner.describe import described, disable
 from owner.effects import NOTHING, Effects
 from owner.hosts import watch_joins
 from owner.polls import polled
-from owner.requests import carried, carry_out, expire, replan_returns, take_order
+from owner.requests import carried, carry_out, expire, replan_returns, take_order, use_checked
 from owner.scans import Sightings, listed, reclaimed, scanned
 from owner.settings import OwnerSettings
 from owner.units import totals, used
@@ -58,15 +58,17 @@ def answer(p: Projection, s: OwnerSettings, call: Call, result: ScriptResult, no
     fx = disable(p, s, result, busy)
     purpose = call.purpose
     if isinstance(purpose, Carry):
-        fx += carried(p, s, purpose.request_id, result)
+        fx += carried(p, s, purpose.request_id, result, busy)
+    elif isinstance(purpose, CheckUse):
+        fx += use_checked(p, s, purpose, result, busy)
     elif isinstance(purpose, Poll):
-        fx += polled(p, s, purpose.ids, result)
+        fx += polled(p, s, purpose.ids, result, busy)
     elif isinstance(purpose, Describe):
         fx += described(p, s, result)
     elif isinstance(purpose, ReadUsage):
         fx += used(p, s, purpose.resource, result)
     elif isinstance(purpose, List):
-        more, seen = listed(p, s, purpose.started, result, now, seen, in_cluster)
+        more, seen = listed(p, s, purpose.started, result, now, seen, in_cluster, busy)
         fx += more
     elif isinstance(purpose, ScanStatus):
         more, seen = scanned(p, s, result, now, seen)

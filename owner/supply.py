@@ -13,13 +13,14 @@ behind a join) it is handled as idle, and so returned after its idle time
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from messages.demand import SupplySnapshot
 from messages.facts import InstanceChanged, Payload
 from messages.states import INSTANCE
 from owner.effects import NOTHING, Effects, Notes, write
-from owner.hosts import host_events
+from owner.hosts import being_returned, host_events
 from owner.settings import OwnerSettings
 from persistence.projection import Projection
 
@@ -43,20 +44,25 @@ def hosts_of(s: OwnerSettings, view: SupplySnapshot | None) -> dict[str, str]:
 
 
 def correct(p: Projection, s: OwnerSettings, view: SupplySnapshot, now: float,
-            unlisted: Unlisted) -> tuple[Effects, Unlisted]:
-    """What the view says of this provider's hosts, as facts; and who is still missing from it."""
+            unlisted: Unlisted, busy: Collection[object] = ()) -> tuple[Effects, Unlisted]:
+    """What the view says of this provider's hosts, as facts; and who is still missing from it.
+
+    ``busy``: the owner's writes under way (a host a return being written moves on is left alone).
+    """
     listed = hosts_of(s, view)
     by_name = p.live_by_name(s.name)
+    returning = being_returned(p, busy)
     events = [(inst, state, None) for name, state in listed.items()
               if (inst := by_name.get(name)) is not None and inst.state != state
               and inst.state not in ("return_planned", "returning")]
-    fx = host_events(s, events, said="the scheduler's view says")
+    fx = host_events(s, events, said="the scheduler's view says", being_returned=returning)
     seen_at = view.time if view.time is not None else now
     since: dict[str, float] = {}
     payloads: list[Payload] = []
     for inst in p.instances_in(*sorted(SERVING), provider=s.name):
-        if inst.name in listed or (inst.joined_at is not None and inst.joined_at > seen_at):
-            continue  # in the view, or joined after it was made
+        if inst.name in listed or (inst.joined_at is not None and inst.joined_at > seen_at) \
+                or inst.machine_id in returning:
+            continue  # in the view, joined after it was made, or on its way back
         first = since[inst.machine_id] = unlisted.since.get(inst.machine_id, seen_at)
         if now - first < s.policy.unlisted_grace:
             continue

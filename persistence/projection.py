@@ -18,6 +18,7 @@ from itertools import chain
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from messages.facts import (
+    USE_READ,
     BudgetEvent,
     Decision,
     Fact,
@@ -357,17 +358,18 @@ class Projection:
 
     def _request_changed(self, fact: Fact, p: RequestChanged) -> None:
         rec = self.requests[p.request_id]
+        attempt = bool(p.outcome) and p.outcome != USE_READ  # a use read that passed called nothing yet
         changed = p.state != rec.state
         if not changed:
             # A note on the same state: a retried attempt, or a status with news.
-            if p.outcome:
+            if attempt:
                 rec.attempts += 1
                 rec.last_attempt_at = fact.time
         else:
             rec.history = rec.history.advance(REQUEST, p.state, fact.time, p.reason)
             if p.state in REQUEST.terminal:
                 self._part(rec.provider).open_requests.pop(rec.id, None)
-            if p.outcome:
+            if attempt:
                 rec.attempts += 1
                 rec.last_attempt_at = fact.time
         if p.provider_request_id:
@@ -448,6 +450,10 @@ class Projection:
             # Still held long after its return completed: ours again, to give back again.
             rec.ended_at = None
             self._part(rec.provider).live_grants[rec.id] = None
+        if p.kind in ("grant_part_returned", "grant_return_called_off"):
+            # Units went back, or the return was never made: what is left is a grant like any other,
+            # and the returns that may fail before it is left to an operator are counted afresh.
+            rec.returns = 0
         if p.kind == "grant_part_returned":
             # The rest stays granted since the grant began; the part stops costing now.
             given = min(p.count, rec.count)

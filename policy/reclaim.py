@@ -19,7 +19,8 @@ soon as it is idle, past its minimum hold, whatever the rest says.
 
 Units. While its resource has no demand, the units above the most that
 were in use at once within the last ``idle_time`` (base + borrowed counted
-against observed use) are spare and go back, from grants held past
+against observed use; units lent within ``idle_time`` do not count, as they
+were never seen unused that long) are spare and go back, from grants held past
 ``idle_time`` and the minimum hold, oldest first: a grant whose units are all
 spare goes back whole; otherwise the largest granular amount of the spare
 units (``min_request`` plus whole ``step``s) goes back from it and the rest
@@ -135,7 +136,11 @@ def _grants_due(items: list, providers: Mapping[str, ProviderRecord], resources:
         if grant.state not in HOLDING:
             continue
         going = ordered.get(grant.id, 0) if grant.state == "granted" else grant.returning
-        staying[grant.resource] = staying.get(grant.resource, 0) + grant.count - going
+        # Units lent within idle_time were never seen unused that long: the scheduler may have handed
+        # them out since the last use read (it may, as soon as their total is published). They neither
+        # go back nor count towards what lets others go.
+        if grant.granted_at is not None and grant.granted_at <= now - idle_time:
+            staying[grant.resource] = staying.get(grant.resource, 0) + grant.count - going
         if grant.state != "granted" or grant.id in ordered or grant.resource in wanted or grant.count <= 0:
             continue
         rec = providers.get(grant.provider)
@@ -148,7 +153,7 @@ def _grants_due(items: list, providers: Mapping[str, ProviderRecord], resources:
     orders: list[tuple[str, Order]] = []
     for resource, grants in sorted(due.items()):
         res = resources.get(resource)
-        spare = (res.base if res else 0) + staying[resource] - _peak_use(res, now - idle_time)
+        spare = (res.base if res else 0) + staying.get(resource, 0) - _peak_use(res, now - idle_time)
         for grant in grants:
             if spare <= 0:
                 break

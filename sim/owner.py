@@ -22,12 +22,12 @@ from typing import Any, Protocol
 from config.models import PolicyConfig, ResourceConfig
 from messages.facts import LeaseChanged, Payload
 from messages.states import REQUEST
-from owner.calls import CallDone, Carry, OnDone, Poll, ProviderCalls
+from owner.calls import CallDone, Carry, CheckUse, OnDone, Poll, ProviderCalls
 from owner.effects import Effects
 from owner.hosts import host_events, watch_joins
 from owner.polls import poll
 from owner.requests import carry_out, expire, replan_returns, take_order
-from owner.scans import Sightings, scan
+from owner.scans import SCAN_EVERY_POLLS, Sightings, scan
 from owner.settings import OwnerSettings
 from owner.step import answer, step
 from owner.units import read_usage, totals
@@ -36,9 +36,6 @@ from policy.retry import backoff
 from sim.calls import News, SimCalls
 from sim.cloud import Cloud
 from sim.config import SimConfig
-
-#: The owner looks for reclaims every this many polls.
-SCAN_EVERY_POLLS = 12
 
 
 class World(Protocol):
@@ -174,7 +171,9 @@ class Owner:
         fx, self.seen = answer(p, self.s, msg.call, msg.result, now, self.busy, self.seen)
         self.carry(fx)
         purpose = msg.call.purpose
-        if isinstance(purpose, Carry):
+        if isinstance(purpose, CheckUse):
+            self.call(purpose.request_id)  # a read that fits is written: the return's call follows
+        if isinstance(purpose, (Carry, CheckUse)):
             self._carried(purpose.request_id)
         elif isinstance(purpose, Poll) and self.s.resources:
             self.carry(totals(p, self.s, self.busy))

@@ -51,6 +51,8 @@ def grant(cfg: SimConfig, state: State, req: Dict[str, Any], now: float, key: st
         "ready_at": now + cfg.lead_time.pick(chance(cfg.seed, key, "lead_time")),
         "tags": req["tags"],
         "seq": req["seq"],
+        "created": now,
+        "ended_at": None,
     }
 
 
@@ -66,6 +68,7 @@ def advance(state: State, now: float) -> None:
                 g["returning"] -= n
                 if g["count"] == 0:
                     g["state"] = "returned"
+                    g["ended_at"] = req["done_at"]
             req["applied"] = True
 
 
@@ -81,7 +84,10 @@ def grant_status(state: State, req: Dict[str, Any], now: float) -> Dict[str, Any
     return {**out, "status": "complete", "message": "", "granted": g["count"]}
 
 
-def _candidates(state: State, resource: str, named: Optional[List[Tuple[str, Optional[int]]]]) -> List[Tuple[Grant, Optional[int]]]:
+Named = Optional[List[Tuple[str, Optional[int]]]]
+
+
+def _candidates(state: State, resource: str, named: Named) -> List[Tuple[Grant, Optional[int]]]:
     """The grants a return takes from: those named (by request id or token), else the newest first."""
     if named is None:
         live = [g for g in state["grants"].values() if g["resource"] == resource and g["state"] in LIVE]
@@ -95,7 +101,7 @@ def _candidates(state: State, resource: str, named: Optional[List[Tuple[str, Opt
     return out
 
 
-def start_return(cfg: SimConfig, state: State, req: Dict[str, Any], named: Optional[List[Tuple[str, Optional[int]]]], now: float) -> None:
+def start_return(cfg: SimConfig, state: State, req: Dict[str, Any], named: Named, now: float) -> None:
     """Set aside units to give back; with no count, all of the named grants (or each one's given count)."""
     remaining = req["count"]
     takes = []
@@ -111,6 +117,11 @@ def start_return(cfg: SimConfig, state: State, req: Dict[str, Any], named: Optio
             takes.append([g["id"], n])
     if req["count"] is None:
         req["count"] = sum(n for _, n in takes)
+    # Ground truth for whoever checks a daemon: what the license server had checked out when the
+    # units were set aside, and how many units of the resource stay lent once they are gone.
+    req.update(in_use=state["in_use"].get(req["what"], 0),
+               staying=sum(g["count"] - g["returning"] for g in state["grants"].values()
+                           if g["resource"] == req["what"] and g["state"] in LIVE))
     req.update(takes=takes, applied=False,
                done_at=now + cfg.return_time.pick(chance(cfg.seed, req["id"], "return_time")))
     advance(state, now)

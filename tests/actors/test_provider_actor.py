@@ -7,11 +7,13 @@ from contextlib import contextmanager
 from actors.base import Ping
 from actors.journal import JournalActor
 from actors.lease import Revocation
-from actors.provider import SCAN_EVERY_POLLS, ProviderActor
+from actors.provider import ProviderActor
 from config.models import PolicyConfig, ProviderConfig
-from messages.commands import Append, Tick
-from messages.facts import Order, make_fact
+from messages.commands import Append, Appended, CaughtUp, HostEvents, Subscribe, SupplyChanged, Tick
+from messages.demand import HostEvent, SupplyHost, SupplySnapshot
+from messages.facts import InstanceSeen, Order, RequestPlanned, make_fact
 from messages.scripts import ScriptResult
+from owner.scans import SCAN_EVERY_POLLS
 from persistence.controller import open_controller
 from persistence.shared import SharedProjection
 from tests.support.fakes import Inbox, ScriptedCalls
@@ -81,4 +83,48 @@ def _drain(calls: ScriptedCalls) -> list:
     out = []
     while not calls.submitted.empty():
         out.append(calls.submitted.get_nowait())
+    return out
+
+
+def test_host_events_wait_for_the_host_events_write_under_way(tmp_path):
+    """The scheduler's view says a running host is busy, and its ``joined`` event comes before that write is
+    committed. Read against the state the write is changing, the join would be written after the busy, a
+    step the instance table refuses (the liar soak found such facts, skipped by every replay): it waits."""
+    controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: T0)
+    shared = SharedProjection()
+    shared.apply_all([make_fact(payload, provider="p", now=T0, fact_id=fid).model_copy(update={"seq": i + 1})
+                      for i, (fid, payload) in enumerate([
+                          ("r", RequestPlanned(action="request", supply="hosts", template="t", count=1)),
+                          (None, InstanceSeen(machine_id="m1", name="node-1", request_id="r", state="running",
+                                              template="t"))])])
+    journal, calls = Inbox(), ScriptedCalls()
+    lease = controller.leases.acquire("provider:p", "a", 3600)
+    ref = ProviderActor.start(CFG, lease, Revocation(float("inf")), journal, Inbox(), PolicyConfig(), [],
+                              tmp_path, calls.factory, shared, clock=lambda: T0)
+    try:
+        journal.get(Subscribe)
+        ref.tell(CaughtUp(seq=2))
+        ref.tell(SupplyChanged(supply=SupplySnapshot(hosts=[SupplyHost(name="node-1", state="busy")], time=T0)))
+        ref.tell(HostEvents(events=[HostEvent(seq=1, name="node-1", event="joined", time=T0)]))
+        ref.ask(Ping())
+        busy = journal.get(Append)
+        assert [f.kind for f in busy.facts] == ["instance_busy"]
+        assert _appends(journal) == [], "nothing more is decided on the state being changed"
+        shared.apply_all([f.model_copy(update={"seq": 3 + i}) for i, f in enumerate(busy.facts)])
+        ref.tell(Appended(tag=busy.tag, accepted=[f.id for f in busy.facts]))
+        ref.ask(Ping())
+        assert _appends(journal) == [], "a busy host does not join again: nothing to write"
+        with shared.reading() as p:
+            assert p.instances["p/m1"].state == "busy" and not p.anomalies
+    finally:
+        ref.stop()
+        controller.close()
+
+
+def _appends(journal: Inbox) -> list:
+    out = []
+    while not journal.q.empty():
+        msg = journal.q.get_nowait()
+        if isinstance(msg, Append):
+            out.append([f.kind for f in msg.facts])
     return out

@@ -7,6 +7,7 @@ import pytest
 from messages.facts import GrantChanged, RequestPlanned, make_fact
 from messages.states import GRANT, OnRestart
 from persistence.projection import Projection
+from policy.returns import MAX_RETURNS, ORPHANS, given_up, returns_due
 from providers.contract import ContractError, build_input
 
 T0 = 1_000.0
@@ -104,3 +105,27 @@ def test_a_partial_return_names_the_grant_and_its_count_in_the_script_input():
     assert build_input("v2", "units", "return", whole, "ret-1") == {"token": "ret-1", **whole}
     with pytest.raises(ContractError, match="grants"):
         build_input("v2", "units", "return", {"resource": "vcs", "count": 4, "grants": [{"token": "g1"}]}, "ret-1")
+
+
+def test_a_grant_given_back_in_parts_can_still_be_given_back_after_as_many_parts_as_the_bound():
+    """Returns count towards the bound (MAX_RETURNS) only since units last went back: a grant given back in
+    five parts, then orphaned by a return that said complete and ended nothing, was never returned again
+    (the liar soak found its last unit held after the calm)."""
+    p = Projection()
+    _apply(p, RequestPlanned(action="request", supply="units", resource="vcs", count=10), T0, "g1")
+    _apply(p, _change("grant_granted", "granted", 10, "g1"), T0)
+    at = T0 + 100
+    for n in range(1, MAX_RETURNS + 1):
+        _apply(p, _change("grant_return_planned", "return_planned", 1, f"ret-{n}"), at)
+        _apply(p, _change("grant_returning", "returning", 1, f"ret-{n}"), at + 1)
+        _apply(p, _change("grant_part_returned", "granted", 1, f"ret-{n}"), at + 2)
+        at += 10
+    _apply(p, _change("grant_return_planned", "return_planned", 5, "ret-last"), at)
+    _apply(p, _change("grant_returning", "returning", 5, "ret-last"), at + 1)
+    _apply(p, _change("grant_returned", "returned", 5, "ret-last"), at + 2)
+    _apply(p, GrantChanged(kind="grant_orphan_found", grant_id="g1", resource="vcs", state="orphaned", count=5,
+                           reason="still held after its return completed"), at + 60)
+    g = p.grants["g1"]
+    assert g.returns == 1 and not given_up(g.returns)
+    _, parts = returns_due([], [g], p.requests, at + 61, pause=1.0, orphans_go=True)
+    assert parts == {("vcs", ORPHANS): {"g1": 5}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from messages.demand import HostItem
 from messages.facts import ProviderAdmin
 from owner.effects import Notes
-from owner.health import health
+from owner.health import DEGRADED_DESCRIBE_EVERY, DESCRIBE_EVERY, describe_again, health, why_degraded
 from persistence.projection import Projection
 from policy.planning import PlanSettings, plan
 from provisioner.views import provider_details
@@ -46,3 +46,16 @@ def test_the_planner_orders_elsewhere_while_a_provider_is_degraded():
     out = plan(demand(HostItem(id="d", count=2)), provs, view(Projection()), T0, PlanSettings())
     assert [(name, o.count) for name, o in out.orders] == [("b", 2)]
     assert {r.provider: r.reason for r in out.decisions[0].rejected}["a"] == f"degraded: {WHY}"
+
+
+def test_describe_is_asked_again_hourly_sooner_after_failures_and_each_minute_while_they_degrade():
+    failed, wait = describe_again((0, ""), ok=True, reason="", backoff_max=600.0)
+    assert failed == (0, "") and wait == DESCRIBE_EVERY
+    waits = []
+    for _ in range(3):
+        failed, wait = describe_again(failed, ok=False, reason="timeout", backoff_max=600.0)
+        waits.append(wait)
+    assert failed == (3, "timeout") and why_degraded("", *failed) == "describe keeps failing: timeout"
+    assert waits[0] < waits[1] <= DESCRIBE_EVERY, "backing off after each failure"
+    assert waits[2] <= DEGRADED_DESCRIBE_EVERY, "while degraded, at least once a minute"
+    assert describe_again(failed, ok=True, reason="", backoff_max=600.0) == ((0, ""), DESCRIBE_EVERY)

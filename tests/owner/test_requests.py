@@ -67,8 +67,10 @@ def test_a_units_return_order_takes_its_units_from_the_grants_it_names(units):
         ("o", Order(action="return", supply="units", resource="vcs", grants=["g"], count=3, reason="idle")),
     ])
     (w,) = take_order(p, units, p.orders["o"], T0 + 9, busy=()).writes
-    intent, part = w.payloads
+    intent, part, total = w.payloads
     assert (intent.count, intent.grants) == (3, ["g"]) and (part.grant_id, part.count) == ("g", 3)
+    assert (total.kind, total.borrowed, total.total) == ("resource_total_changed", 2, 4), \
+        "the total the scheduler reads drops with the intent: 2 of the 5 stay, with the 2 of base"
 
 
 def test_an_intent_is_called_with_its_id_as_token_and_our_tags(hosts):

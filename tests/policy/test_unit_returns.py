@@ -51,7 +51,8 @@ def test_units_go_back_above_peak_use_in_granular_steps_past_hold(grants, uses, 
     p = _world(base, grants, uses)
     provider = units("u", min_request=min_request, step=step, min_hold_s=min_hold)
     out = reclaim(None, {"u": provider}, p.resources, view(p), now=NOW, idle_time=IDLE)
-    held = base + sum(c for c, _ in grants)
+    # Units lent within idle_time were never seen unused that long: they neither go back nor let others go.
+    held = base + sum(g.count for g in p.grants.values() if g.granted_at <= NOW - IDLE)
     peak = _peak(uses, NOW - IDLE)
     returned = sum(o.count for _, o in out)
 
@@ -111,7 +112,8 @@ def test_units_already_on_their_way_back_are_not_counted_twice():
     # An order to give back 3 of g0, not yet taken up by the owner: g1's 4 must not go below the 1 in use.
     feed(p, "u", Order(action="return", supply="units", resource="vcs", grants=["g0"], count=3), now=NOW - 1)
     out = reclaim(None, {"u": units("u")}, p.resources, view(p), now=NOW, idle_time=IDLE)
-    assert [(o.grants, o.count) for _, o in out] == [(["g1"], 4)], "with 3 of g0 on their way back, its other 3 cover the 1 in use"
+    assert [(o.grants, o.count) for _, o in out] == [(["g1"], 4)], \
+        "with 3 of g0 on their way back, its other 3 cover the 1 in use"
     # Taken up as a partial return in progress: the same.
     feed(p, "u", RequestPlanned(action="return", supply="units", order_id=next(iter(p.orders)), resource="vcs",
                                 count=3, grants=["g0"]), ids=["ret-1"], now=NOW)
@@ -119,3 +121,16 @@ def test_units_already_on_their_way_back_are_not_counted_twice():
                               request_id="ret-1", count=3), now=NOW)
     out = reclaim(None, {"u": units("u")}, p.resources, view(p), now=NOW, idle_time=IDLE)
     assert [(o.grants, o.count) for _, o in out] == [(["g1"], 4)]
+
+
+def test_units_lent_within_idle_time_neither_go_back_nor_let_others_go():
+    """A scheduler hands out units as soon as their total says so: units lent within idle_time were never
+    seen unused that long. (The liar soak found a unit returned 0.3 s after the total grew to 3, on the
+    2 in use read a second before: the scheduler had taken the third.)"""
+    p = _world(0, [(2, IDLE * 2), (1, 1.0)], [(NOW - IDLE * 2, 2)])
+    provider = {"u": units("u")}
+    assert reclaim(None, provider, p.resources, view(p), now=NOW, idle_time=IDLE) == [], \
+        "g1's unit came a second ago: whether it is in use is not known"
+    # Lent for idle_time with no more than 2 in use since: one unit is spare, from the oldest grant.
+    out = reclaim(None, provider, p.resources, view(p), now=NOW + IDLE, idle_time=IDLE)
+    assert [(o.grants, o.count) for _, o in out] == [(["g0"], 1)]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 SIM = Path(__file__).resolve().parents[2] / "sim"
@@ -13,6 +15,14 @@ SCRIPT = SIM / "scripts" / "sim-provider"
 LSF = SIM / "lsf"
 DATA = Path(__file__).resolve().parents[1] / "sim" / "scripts" / "data"
 T0 = 1_700_000_000.0
+
+
+def scripts_module(name: str) -> ModuleType:
+    """A module of the simulator's scripts, imported as they import each other (by bare name)."""
+    folder = str(SIM / "scripts")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
 
 
 def minimal_env(home: Path, **extra: str) -> dict[str, str]:
@@ -51,7 +61,8 @@ def units_config(**overrides: Any) -> dict[str, Any]:
         "seed": 1,
         "name_prefix": "lic",
         "cost_per_hour": 1.0,
-        "pools": [{"resource": "vcs", "capacity": 10, "cost_per_unit_hour": 2.5}, {"resource": "xcelium", "capacity": 4}],
+        "pools": [{"resource": "vcs", "capacity": 10, "cost_per_unit_hour": 2.5},
+                  {"resource": "xcelium", "capacity": 4}],
     }
     cfg.update(overrides)
     return cfg

@@ -31,3 +31,4 @@ def test_restart_mid_flight_resumes_and_provisions_nothing_twice(tmp_path, start
     leases = [f.payload for f in second.controller.read() if f.kind == "lease_acquired"
               and f.payload.name == "provider:hosts"]
     assert [lease.fence for lease in leases] == [1, 2], "the successor acts under a new fence"
+

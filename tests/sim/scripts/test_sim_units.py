@@ -104,3 +104,20 @@ def test_a_partial_return_names_the_grant_by_token_and_a_repeat_returns_once(tmp
     r = sim.run("return", {**doc, "count": 2, "grants": [{"token": "g-1", "count": 2}]})
     assert r.returncode == 65 and "r-1" in r.stderr, "a token names one return"
     assert _grants(sim) == {a: 2}
+
+
+def test_the_state_keeps_when_each_grant_was_made_and_ended_and_the_use_each_return_met(tmp_path):
+    """Ground truth for whoever checks a daemon: a grant's life, and what was checked out when a return set
+    units aside (those beyond the units that stay lent were returned while in use)."""
+    sim = Sim(tmp_path, units_config(return_time=5))
+    a = _request(sim, "g-1", 4)
+    b = _request(sim, "g-2", 2)
+    sim.admin("set-in-use", "vcs", "3")
+    sim.set_now(sim.now + 1)
+    ret = sim.call("return", {"token": "r-1", "resource": "vcs", "grants": ["g-1"]})["requestId"]
+    dump = sim.dump()
+    assert (dump["requests"][ret]["in_use"], dump["requests"][ret]["staying"]) == (3, 2)
+    assert dump["grants"][a]["created"] == sim.now - 1 and dump["grants"][a]["ended_at"] is None
+    sim.set_now(sim.now + 5)
+    dump = sim.dump()
+    assert dump["grants"][a]["ended_at"] == sim.now and dump["grants"][b]["ended_at"] is None
