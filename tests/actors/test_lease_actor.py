@@ -2,89 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from actors.lease import LeaseActor, Revocation
-from config.models import Config
 from lease.port import Lease
 from messages.commands import Tick
 from messages.facts import ProviderAdmin, make_fact
-from persistence.shared import SharedProjection
-from persistence.sqlite import SqliteController
-
-ROLES = {"planner", "provider:hosts", "provider:units"}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Role:
-    """Stands in for the planner or a provider actor: records whether it was stopped."""
-
-    def __init__(self, name: str, lease: Lease, revoked: Revocation) -> None:
-        self.name, self.lease, self.revoked = name, lease, revoked
-        self.stopped = False
-
-    def stop(self, block: bool = True, timeout: float | None = None) -> None:
-        self.stopped = True
-
-
-class Recorder:
-    """The journal and the ticker: both only told things."""
-
-    def __init__(self) -> None:
-        self.told: list[Any] = []
-        self.refs: set[Any] = set()
-
-    def tell(self, msg: Any) -> None:
-        self.told.append(msg)
-
-    def add(self, ref: Any) -> None:
-        self.refs.add(ref)
-
-    def remove(self, ref: Any) -> None:
-        self.refs.discard(ref)
-
-
-@pytest.fixture
-def world(tmp_path: Path):
-    clock = Clock()
-    controller = SqliteController(str(tmp_path / "state.db"), clock=clock)
-    yield clock, controller
-    controller.close()
-
-
-def lease_actor(world, holder: str) -> tuple[LeaseActor, list[Role]]:
-    clock, controller = world
-    script = {"style": "v2", "path": "/bin/true"}
-    cfg = Config.model_validate({
-        "instance": {"id": holder, "serves": ["hosts", "units"], "planner": True},
-        "controller": {"url": "sqlite:///unused.db"}, "lease": {"ttl": "4s", "renew_every": "1s"},
-        "providers": [{"name": "hosts", "kind": "hosts", "script": script},
-                      {"name": "units", "kind": "units", "script": script}],
-    })
-    started: list[Role] = []
-
-    def start_role(name: str, lease: Lease, revoked: Revocation) -> Role:
-        started.append(Role(name, lease, revoked))
-        return started[-1]
-
-    ticker = Recorder()
-    actor = LeaseActor(cfg, controller, Recorder(), None, ticker, None, Path("/nonexistent"), SharedProjection(),
-                       clock=clock, monotonic=clock, start_role=start_role)
-    return actor, started
-
-
-def held(actor: LeaseActor) -> set[str]:
-    return set(actor.held)
+from tests.support.lease_world import ROLES, Clock, Role, held, lease_actor
 
 
 def rounds(actor: LeaseActor, clock: Clock, seconds: float) -> None:

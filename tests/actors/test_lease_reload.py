@@ -11,7 +11,7 @@ from config.models import Config
 from lease.port import Lease
 from messages.commands import Reconfigure
 from persistence.shared import SharedProjection
-from tests.actors.test_lease_actor import Recorder, world  # noqa: F401
+from tests.support.lease_world import Recorder
 
 SCRIPT = {"style": "v2", "path": "/bin/true"}
 
@@ -40,7 +40,7 @@ class Role:
         return not self.stopped
 
 
-def test_a_reload_stops_replaces_tells_and_takes_up_roles(world) -> None:  # noqa: F811
+def test_a_reload_stops_replaces_tells_and_takes_up_roles(world) -> None:
     clock, controller = world
     started: list[Role] = []
 

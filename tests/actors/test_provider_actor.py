@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 from actors.base import Ping
-from actors.journal import JournalActor
 from actors.lease import Revocation
 from actors.provider import ProviderActor
-from config.models import PolicyConfig, ProviderConfig
+from config.models import PolicyConfig
 from messages.commands import Append, Appended, CaughtUp, HostEvents, Subscribe, SupplyChanged, Tick
 from messages.demand import HostEvent, SupplyHost, SupplySnapshot
 from messages.facts import InstanceSeen, Order, RequestPlanned, make_fact
@@ -17,27 +14,7 @@ from owner.scans import SCAN_EVERY_POLLS
 from persistence.controller import open_controller
 from persistence.shared import SharedProjection
 from tests.support.fakes import Inbox, ScriptedCalls
-
-T0 = 1_000_000.0
-CFG = ProviderConfig.model_validate({"name": "p", "kind": "hosts", "script": {"style": "v2", "path": "x"}})
-
-
-@contextmanager
-def owner(tmp_path, now: list[float], scan_after: float = 0.0, policy: PolicyConfig | None = None):
-    controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: now[0])
-    shared = SharedProjection()
-    journal = JournalActor.start(controller, shared=shared)
-    lease = controller.leases.acquire("provider:p", "a", 3600)
-    calls = ScriptedCalls()
-    ref = ProviderActor.start(CFG, lease, Revocation(float("inf")), journal, Inbox(),
-                              policy or PolicyConfig(), [], tmp_path, calls.factory, shared,
-                              clock=lambda: now[0], scan_after=scan_after)
-    try:
-        yield ref, journal, calls, shared
-    finally:
-        ref.stop()
-        journal.stop()
-        controller.close()
+from tests.support.owner_actor import CFG, T0, owner
 
 
 def test_a_run_not_started_is_forgotten_and_tried_again_not_taken_for_a_broken_provider(tmp_path):

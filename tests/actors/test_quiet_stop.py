@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from tests.actors.test_lease_actor import held, lease_actor, world  # noqa: F401
+from tests.support.lease_world import held, lease_actor
 
 
-def test_a_clean_stop_gives_every_lease_back_without_a_warning(world, caplog) -> None:  # noqa: F811
+def test_a_clean_stop_gives_every_lease_back_without_a_warning(world, caplog) -> None:
     _, controller = world
     actor, started = lease_actor(world, "a")
     actor.on_start()

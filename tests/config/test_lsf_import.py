@@ -117,6 +117,7 @@ def test_lsf_folders_come_from_the_administrators_environment():
     assert bases_from_env({}) == {"conf_base": None, "script_base": None}
 
 
+@pytest.mark.slow  # real processes
 def test_the_section_in_a_minimal_config_passes_check_config(tmp_path):
     top = tmp_path / "lsf"
     conf = top / "conf" / "resource_connector" / "awsv2"
@@ -142,6 +143,7 @@ def test_the_section_in_a_minimal_config_passes_check_config(tmp_path):
     assert "awsv2" in proc.stdout and "lsf" in proc.stdout
 
 
+@pytest.mark.slow  # real processes
 def test_provisioner_import_lsf_prints_a_section_check_config_accepts(tmp_path):
     """The command as an LSF administrator runs it, with LSF's environment giving the folders."""
     top = tmp_path / "lsf"

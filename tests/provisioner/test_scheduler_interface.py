@@ -60,6 +60,7 @@ def test_what_the_schema_refuses_the_daemon_refuses_too(doc):
         DemandSnapshot.model_validate(doc)
 
 
+@pytest.mark.slow  # real processes
 def test_the_command_prints_the_schema_the_daemon_validates_with():
     for what in ("demand", "host-event", "supply", "fact"):
         out = subprocess.run([sys.executable, "-m", "provisioner.cli", "schema", what], capture_output=True,

@@ -45,6 +45,7 @@ def _readme_commands(name: str) -> list[str]:
     return [line.strip() for line in lines if line.strip().startswith(f"provisioner {name}")]
 
 
+@pytest.mark.slow  # real processes
 def test_the_readmes_trace_generate_and_sim_example_runs_as_shown(tmp_path):
     generate = _readme_commands("trace generate")
     simulate_ = _readme_commands("sim --config examples/sim.yaml")

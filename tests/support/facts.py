@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from messages.facts import Payload, make_fact
+from messages.facts import Decision, Payload, make_fact
 from owner.effects import Effects
 from persistence.projection import Part, Projection
 from persistence.shared import SharedProjection
@@ -66,3 +66,12 @@ def state(p: Projection, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
 def _ordered(part: Part) -> dict[str, Any]:
     """A part's ordered sets as lists, so that their order counts too."""
     return {f.name: list(getattr(part, f.name).items()) for f in dataclasses.fields(part)}
+
+
+def decisions(n: int, start: int = 1) -> list:
+    """``n`` planner decisions as committed facts, numbered from ``start`` (audited lines to chain)."""
+    out = []
+    for i in range(start, start + n):
+        f = make_fact(Decision(item=f"d{i}", need=i), lease="planner", fence=1, now=1_700_000_000.0 + i)
+        out.append(f.model_copy(update={"seq": i}))
+    return out

@@ -13,6 +13,8 @@ import pytest
 from providers.contract import parse_output
 from tests.support.ec2.world import CREDENTIALS, World, wait_for
 
+pytestmark = pytest.mark.slow  # real processes: the provider's script and moto's EC2 server
+
 TEMPLATE = "c6i-4x"
 OURS = {"provisioner-provider": "aws"}
 

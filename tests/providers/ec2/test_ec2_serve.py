@@ -14,6 +14,8 @@ from messages.scripts import ScriptResult
 from providers.persistent import PersistentRunner
 from tests.support.ec2.world import CREDENTIALS, SCRIPT, World, env_lines, wait_for
 
+pytestmark = pytest.mark.slow  # real processes: the provider's script and moto's EC2 server
+
 TEMPLATE = "c6i-4x"
 OURS = {"provisioner-provider": "aws"}
 

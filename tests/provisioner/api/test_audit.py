@@ -14,16 +14,9 @@ from persistence.controller import open_controller
 from provisioner.audit import GENESIS, AuditLog, audited
 from provisioner.views import BadCursor
 from tests.support.daemons import end_process
+from tests.support.facts import decisions as facts
 
 pytestmark = pytest.mark.slow
-
-
-def facts(n: int, start: int = 1) -> list:
-    out = []
-    for i in range(start, start + n):
-        f = make_fact(Decision(item=f"d{i}", need=i), lease="planner", fence=1, now=1_700_000_000.0 + i)
-        out.append(f.model_copy(update={"seq": i}))
-    return out
 
 
 def test_only_decisions_orders_admin_orphans_and_leases_are_audited():

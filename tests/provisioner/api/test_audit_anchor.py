@@ -131,6 +131,7 @@ def test_rotation_passes_and_a_missing_rotated_file_is_caught(tmp_path, c) -> No
                                                        "line before it went with a rotated file"), result.problem
 
 
+@pytest.mark.slow  # real processes
 def test_provisioner_audit_verify_catches_a_cut_last_line(tmp_path) -> None:
     """The CLI audits what it appends; cutting the last line of its log must not pass ``audit verify``."""
     env = {**os.environ, "PROVISIONER_HOME": str(tmp_path / "home")}

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from messages.facts import InstanceChanged, InstanceSeen, RequestPlanned, make_fact
 from persistence.controller import open_controller
 from tests.support.inprocess import NOW
@@ -79,6 +81,7 @@ def orders_of(url) -> list:
         c.close()
 
 
+@pytest.mark.slow  # real processes
 def test_cli_asks_before_acting_and_yes_acts_without_asking(tmp_path):
     url = f"sqlite:///{tmp_path / 'state.db'}"
     c = open_controller(url)

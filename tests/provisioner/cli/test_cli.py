@@ -24,6 +24,8 @@ from messages.facts import (
 )
 from persistence.controller import open_controller
 
+pytestmark = pytest.mark.slow  # real processes: the command line run as an operator runs it
+
 
 def cli(*args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "provisioner.cli", *args], input=stdin, capture_output=True,

@@ -6,8 +6,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from messages.facts import Candidate, Chosen, Decision, Rejected, make_fact
 from persistence.controller import open_controller
+
+pytestmark = pytest.mark.slow  # real processes: the command line run as an operator runs it
 
 DECISION = Decision(
     item="batch", demand_seq=7, need=6, in_flight=0, note="",

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real processes: the command line run as an operator runs it
+
 DEPTH = 50_000
 
 

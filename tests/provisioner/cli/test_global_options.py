@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.audit import AuditLog
-from tests.provisioner.api.test_audit import facts
+from tests.support.facts import decisions as facts
+
+pytestmark = pytest.mark.slow  # real processes: the command line run as an operator runs it
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.audit import AuditLog
-from tests.provisioner.api.test_audit import facts
+from tests.support.facts import decisions as facts
 
 
 def cli(*args: str, home: Path, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:

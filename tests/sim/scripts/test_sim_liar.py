@@ -63,6 +63,7 @@ def test_capacity_is_only_refused_to_requests(tmp_path):
     assert sim.run("describe").returncode == 0
 
 
+@pytest.mark.slow  # real processes
 def test_a_killed_script_dies_before_inside_or_after_the_work(tmp_path):
     """SIGKILL before the work or inside it (the world's change is never saved) makes nothing; after it,
     the machine exists and no answer came: a repeat of the token finds it."""
