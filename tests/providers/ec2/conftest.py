@@ -27,7 +27,8 @@ def world(moto: Moto, tmp_path) -> Iterator[World]:
 
 @pytest.fixture
 def lagging(moto: Moto, tmp_path) -> Iterator[World]:
-    """A fresh cluster behind a proxy that holds pending and shutting-down for 2 s, as AWS does."""
-    proxy = FaultProxy(moto.url, pending_s=2.0, shutting_down_s=2.0).start()
+    """A fresh cluster behind a proxy that holds pending and shutting-down, as AWS does, until the test lets go
+    (``proxy.pending_s = 0``): a fixed lag could be over before a loaded machine starts the script."""
+    proxy = FaultProxy(moto.url, pending_s=3600.0, shutting_down_s=3600.0).start()
     yield World(moto=moto, folder=tmp_path, proxy=proxy)
     proxy.stop()

@@ -56,6 +56,9 @@ def test_lifecycle_request_running_return_terminated(request, lag):
 
     rid = launch(world, "req-life")
     seen: list[dict[str, Any]] = []
+    if lag:
+        settled(world, rid, seen)
+        world.proxy.pending_s = 0.0  # EC2 says running at last
     done = wait_for(lambda: settled(world, rid, seen), 20, "the launch to complete")
     assert done["status"] == "complete"
     assert [m["result"] for m in done["machines"]] == ["succeed", "succeed"]
@@ -70,6 +73,9 @@ def test_lifecycle_request_running_return_terminated(request, lag):
     machines = [{"name": m["name"], "machineId": m["machineId"]} for m in done["machines"]]
     ret = answer(world, "return", {"token": "ret-life", "machines": machines}, token="ret-life")["requestId"]
     seen = []
+    if lag:
+        settled(world, ret, seen)
+        world.proxy.shutting_down_s = 0.0  # EC2 says terminated at last
     done = wait_for(lambda: settled(world, ret, seen), 20, "the return to complete")
     assert done["status"] == "complete"
     assert {m["status"] for m in done["machines"]} == {"terminated"}
