@@ -15,11 +15,11 @@ stop) are results, never exceptions, so the caller's bookkeeping cannot miss one
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import re
 import select
-import selectors
 import signal
 import threading
 import time
@@ -59,6 +59,7 @@ EXIT_OUTCOMES: dict[int, tuple[Outcome, str]] = {
 }
 _SAFE_TOKEN = re.compile(r"[^A-Za-z0-9._-]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 
 
 @dataclass
@@ -133,6 +134,8 @@ class ScriptRunner:
     ) -> None:
         self.provider = provider
         self.work_dir = Path(work_dir)
+        self._in_dir = str(self.work_dir / "in")
+        self._log_dir = str(log_dir(self.work_dir))
         self.home = home
         self.kill_grace = kill_grace
         self._on_result = on_result
@@ -293,16 +296,30 @@ class ScriptRunner:
             input_path.unlink(missing_ok=True)
 
     def _write_input(self, job: _Job, document: dict[str, Any]) -> Path:
-        folder = self.work_dir / "in"
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if self.provider.script.style == "lsf":
-            log_dir(self.work_dir).mkdir(mode=0o700, exist_ok=True)
+        """The run's input file, readable by the daemon's user only. Its folder is made when a file
+        cannot be made for want of it (the first run, or after someone removed it), not at every run."""
         label = _SAFE_TOKEN.sub("_", job.token)[:80] if job.token else "run"
-        path = folder / f"{job.action}-{label}-{os.urandom(4).hex()}.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(orjson.dumps(document))
-        return path
+        path = f"{self._in_dir}/{job.action}-{label}-{os.urandom(4).hex()}.json"
+        try:
+            fd = os.open(path, _NEW_FILE, 0o600)
+        except FileNotFoundError:
+            Path(self._in_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, _NEW_FILE, 0o600)
+        try:
+            data = memoryview(orjson.dumps(document))
+            while data:
+                data = data[os.write(fd, data):]
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        if self.provider.script.style == "lsf":
+            try:
+                os.mkdir(self._log_dir, 0o700)
+            except FileExistsError:
+                pass
+        return Path(path)
 
     def _run(self, job: _Job, input_path: Path, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:
         cfg = self.provider
@@ -354,19 +371,23 @@ class ScriptRunner:
         return proc, out_r, err_r
 
     def _collect(self, proc: _Process, out_r: int, err_r: int, timeout: float, margin: int) -> _Finished:
-        """Read both pipes until EOF and exit, within the deadline; the group is always killed at the end."""
+        """Read both pipes until EOF and exit, within the deadline; the group is always killed at the end.
+
+        One ``poll`` per wake-up on the two pipes and the pidfd, which cost no system call to set up,
+        and as few reads as the output needs: a pipe whose writers are all gone (``POLLHUP``) is at
+        its end once a read comes back short. Every system call here lets another script thread take
+        the interpreter, and waits to get it back.
+        """
         stdout = bytearray()
         stderr = bytearray()
         keep_err = STDERR_TAIL + 4 * margin
         pidfd = os.pidfd_open(proc.pid)
-        sel = selectors.DefaultSelector()
         try:
-            for fd in (out_r, err_r):
-                os.set_blocking(fd, False)
-                sel.register(fd, selectors.EVENT_READ)
-            sel.register(pidfd, selectors.EVENT_READ)
+            poller = select.poll()
+            for fd in (out_r, err_r, pidfd):
+                poller.register(fd, select.POLLIN)
             streams = 2
-            exited = timed_out = overflow = False
+            exited = timed_out = overflow = killed = False
             limit = time.monotonic() + timeout
             while streams or not exited:
                 remaining = limit - time.monotonic()
@@ -377,19 +398,19 @@ class ScriptRunner:
                     proc.signal(signal.SIGTERM)
                     limit = time.monotonic() + self.kill_grace
                     continue
-                for key, _ in sel.select(remaining):
-                    if key.fd == pidfd:
-                        sel.unregister(pidfd)
-                        exited = True
+                for fd, event in poller.poll(math.ceil(remaining * 1000)):
+                    if fd == pidfd:
+                        poller.unregister(pidfd)
+                        exited = killed = True
                         proc.signal(signal.SIGKILL)  # whatever it left behind in its group
                         if not timed_out:
                             limit = time.monotonic() + self.kill_grace
                         continue
-                    chunk = os.read(key.fd, _CHUNK)
-                    if not chunk:
-                        sel.unregister(key.fd)
+                    chunk = os.read(fd, _CHUNK)
+                    if len(chunk) < _CHUNK and (not chunk or event & select.POLLHUP):
+                        poller.unregister(fd)
                         streams -= 1
-                    elif key.fd == out_r:
+                    if fd == out_r:
                         stdout += chunk
                         if len(stdout) > STDOUT_LIMIT:
                             overflow = True
@@ -400,12 +421,12 @@ class ScriptRunner:
                             del stderr[:-keep_err]
                 if overflow:
                     break
-            proc.signal(signal.SIGKILL)
+            if not killed:
+                proc.signal(signal.SIGKILL)
             if not exited:
                 select.select([pidfd], [], [])  # SIGKILL was sent: the leader is on its way out
             code = proc.reap()
         finally:
-            sel.close()
             os.close(pidfd)
         return _Finished(
             exit_code=code,

@@ -69,6 +69,25 @@ def test_log_lines_before_the_json_are_tolerated(script, make_runner, results):
     assert result.output.provider_request_id == "r-1"
 
 
+def test_output_longer_than_one_read_arrives_whole(script, make_runner, results):
+    # Several pipe reads' worth of log lines on stdout before the JSON, written in small pieces, and a
+    # stderr tail long enough to take more than one read too: a short read ends a stream only at its end.
+    path = script(f"""#!/bin/sh
+i=0
+while [ $i -lt 3000 ]; do echo "log line $i of the call, padded to be long enough to count"; i=$((i+1)); done
+head -c 150000 /dev/zero | tr '\\0' 'e' >&2
+echo >&2
+echo 'the last words' >&2
+{OK_JSON}
+""")
+    runner = make_runner(path)
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    [result] = results.wait(1)
+    assert result.outcome == "ok", result.reason
+    assert result.output.provider_request_id == "r-1"
+    assert result.stderr_tail.endswith("e" * 1000 + "\nthe last words\n")
+
+
 def test_non_utf8_stdout_is_bad_output(script, make_runner, results):
     runner = make_runner(script("#!/bin/sh\nprintf '\\377\\376{}'\n"))
     runner.submit("describe", {})
@@ -480,6 +499,19 @@ def test_input_files_are_private_and_removed(script, make_runner, results, tmp_p
     assert result.outcome == "ok", result.reason
     assert "-rw------- " in result.stderr_tail
     assert list(Path(tmp_path / "work" / "in").iterdir()) == []
+
+
+def test_input_folder_removed_between_runs_is_made_again(script, make_runner, results, tmp_path):
+    runner = make_runner(script("#!/bin/sh\necho '{\"requests\": []}'\n"))
+    runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+    [first] = results.wait(1)
+    folder = tmp_path / "work" / "in"
+    folder.rmdir()
+    runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+    _, second = results.wait(2)
+    assert (first.outcome, second.outcome) == ("ok", "ok"), second.reason
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert list(folder.iterdir()) == []
 
 
 def test_threads_start_for_work_and_end_when_idle(script, results, tmp_path, tools):
