@@ -93,9 +93,10 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
     if short:
         for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max).values():
             at(c.until)
-    items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
-    recent = wanted_until(state.decided, now) if items else {}
-    wanting = [(Serves(i), i) for i in items]
+    #: the host and bundle items with a selector each, and until when each last wanted supply: read
+    #: only once an idle host asks (most rounds of a month have none), then kept for the others
+    wanting: list[tuple[Serves, HostItem | BundleItem]] | None = None
+    recent: dict[str, float] = {}
     grace = settings.join_grace
     #: per (provider, template): what the items it could serve say of an idle host of it (``_wanted_from``)
     wanted_from: dict[tuple[str, str | None], float] = {}
@@ -110,6 +111,10 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
                 key = (inst.provider, inst.template)
                 floor = wanted_from.get(key)
                 if floor is None:
+                    if wanting is None:
+                        items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
+                        recent = wanted_until(state.decided, now) if items else {}
+                        wanting = [(Serves(i), i) for i in items]
                     floor = wanted_from[key] = _wanted_from(inst, state, idle_time, wanting, recent)
                 at(_reclaim_due(inst, state, now, settings, idle_time, floor))
     # Borrowed units go back only while nobody wants their resource, and only what recent use leaves
