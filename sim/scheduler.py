@@ -99,9 +99,12 @@ class Scheduler:
         self._oldest_first: list[Host] | None = None
         #: What the last ``assign`` left the bundle hosts holding and using.
         self.packing = Packing()
+        #: Per license: the units the work wants, summed over its items (kept until an item changes).
+        self._units: dict[str, int] | None = None
 
     def want(self, item: DemandItem) -> None:
         self.wanted[item.id] = item
+        self._units = None
 
     def join(self, host: Host) -> None:
         self.hosts[host.key] = host
@@ -255,5 +258,9 @@ class Scheduler:
             item.model_copy(update={"count": need[item_id]}) for item_id, item in self.wanted.items()])
 
     def license_in_use(self, resource: str, total: int) -> int:
-        return license_use(sum(i.count for i in self.wanted.values()
-                               if isinstance(i, UnitItem) and i.resource == resource), total)[0]
+        if self._units is None:
+            self._units = {}
+            for i in self.wanted.values():
+                if isinstance(i, UnitItem):
+                    self._units[i.resource] = self._units.get(i.resource, 0) + i.count
+        return license_use(self._units.get(resource, 0), total)[0]
