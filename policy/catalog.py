@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from messages.demand import BundleItem, HostItem, UnitItem
 from messages.description import AttrValue
@@ -71,6 +72,9 @@ def wants(item: Item) -> tuple:
     return ("units", item.resource)
 
 
+_DESCRIPTION = attrgetter("description")
+
+
 class Catalog:
     """Every provider's offers, ranked once per kind of wish.
 
@@ -84,7 +88,7 @@ class Catalog:
         self.descriptions = {name: rec.description for name, rec in providers.items() if rec.description}
         #: The providers in their map's order and each one's description (None included), as built from.
         self._names = list(providers)
-        self._seen = [rec.description for rec in providers.values()]
+        self._seen = list(map(_DESCRIPTION, providers.values()))
         self._ranked: dict[tuple, tuple[list[Offer], list[str]]] = {}
         self._why: dict[tuple, str] = {}
 
@@ -95,7 +99,7 @@ class Catalog:
         in the same order, each with the same description (two list comparisons, which test each
         pair for identity before equality: a description not described again is the same object).
         """
-        return list(providers) == self._names and [rec.description for rec in providers.values()] == self._seen
+        return list(providers) == self._names and list(map(_DESCRIPTION, providers.values())) == self._seen
 
     def offers(self, item: Item) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""
