@@ -15,10 +15,8 @@ counting then.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 
 from messages.records import GrantRecord, InstanceRecord, OrderRecord, RequestRecord
 from messages.states import GRANT, INSTANCE, REQUEST
@@ -79,20 +77,19 @@ def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: fl
 
 
 def _hosts_by_request(instances: Mapping[str, InstanceRecord], now: float,
-                      join_grace: float) -> tuple[Mapping[str, int], Mapping[str, int]]:
+                      join_grace: float) -> tuple[dict[str, int], dict[str, int]]:
     """Per request id: how many of its hosts were seen, and how many are in flight (coming up, or
-    joined within ``join_grace``). Rounds ask it of every host, often: the hosts are counted per
-    request by ``Counter`` itself, and only the few in flight are picked out in Python."""
-    hosts = instances.values()
-    seen = Counter(map(_REQUEST_ID, hosts))
-    flying = Counter(
-        inst.request_id for inst in hosts
-        if (state := inst.history.state) is None or state in ARRIVING or (
-            state in SERVING and inst.joined_at is not None and now - inst.joined_at < join_grace))
+    joined within ``join_grace``). One pass over the instances: rounds ask it of every host, often."""
+    seen: dict[str, int] = {}
+    flying: dict[str, int] = {}
+    for inst in instances.values():
+        rid = inst.request_id
+        seen[rid] = seen.get(rid, 0) + 1
+        state = inst.history.state
+        if state is None or state in ARRIVING or (
+                state in SERVING and inst.joined_at is not None and now - inst.joined_at < join_grace):
+            flying[rid] = flying.get(rid, 0) + 1
     return seen, flying
-
-
-_REQUEST_ID = attrgetter("request_id")
 
 
 def bundles_in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: float) -> dict[str, int]:
@@ -153,11 +150,11 @@ def held(view: SupplyView, now: float, order_timeout: float) -> dict[HeldKey, in
             k = (provider, supply, key or "")
             out[k] = out.get(k, 0) + n
 
-    ended = INSTANCE.terminal
+    seen: dict[str, int] = {}
     for inst in view.instances.values():
-        if inst.history.state not in ended:  # None (not started) is "requested": held
+        if inst.state not in INSTANCE.terminal:
             add(inst.provider, "hosts", inst.template, 1)
-    seen = Counter(map(_REQUEST_ID, view.instances.values()))
+        seen[inst.request_id] = seen.get(inst.request_id, 0) + 1
     for req in view.requests.values():
         if req.action == "request" and req.supply == "hosts" and unresolved(req, now, order_timeout):
             add(req.provider, "hosts", req.template, req.count - seen.get(req.id, 0))
