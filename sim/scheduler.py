@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TypeVar
 
 from messages.demand import BundleItem, DemandItem, DemandSnapshot, HostItem, UnitItem
@@ -58,6 +59,7 @@ class Host:
 
 #: Relative slack when comparing amounts (10 bundles of 0.1 CPU fit on 1 CPU).
 EPS = 1e-9
+_KEY = attrgetter("key")
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,7 @@ class Scheduler:
         for item_id, item in self.wanted.items():
             if isinstance(item, HostItem):
                 keep, rest, unmet[item_id] = use(item.count, by_item.pop(item_id, []))
-                busy.update(h.key for h in keep)
+                busy.update(map(_KEY, keep))
                 spare += rest
         for hosts in by_item.values():
             spare += hosts
