@@ -151,9 +151,11 @@ def held(view: SupplyView, now: float, order_timeout: float) -> dict[HeldKey, in
             out[k] = out.get(k, 0) + n
 
     seen: dict[str, int] = {}
-    for inst in view.instances.values():
-        if inst.state not in INSTANCE.terminal:
-            add(inst.provider, "hosts", inst.template, 1)
+    ended = INSTANCE.terminal
+    for inst in view.instances.values():  # as add(provider, "hosts", template, 1), inline: every host, often
+        if inst.history.state not in ended:  # None, not started yet, is "requested": held
+            k = (inst.provider, "hosts", inst.template or "")
+            out[k] = out.get(k, 0) + 1
         seen[inst.request_id] = seen.get(inst.request_id, 0) + 1
     for req in view.requests.values():
         if req.action == "request" and req.supply == "hosts" and unresolved(req, now, order_timeout):
