@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from messages.demand import BundleItem, HostItem, UnitItem
 from messages.description import AttrValue
@@ -71,6 +72,9 @@ def wants(item: Item) -> tuple:
     return ("units", item.resource)
 
 
+_DESCRIPTION = attrgetter("description")
+
+
 class Catalog:
     """Every provider's offers, ranked once per kind of wish.
 
@@ -82,18 +86,20 @@ class Catalog:
 
     def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
         self.descriptions = {name: rec.description for name, rec in providers.items() if rec.description}
+        #: The providers in their map's order and each one's description (None included), as built from.
+        self._names = list(providers)
+        self._seen = list(map(_DESCRIPTION, providers.values()))
         self._ranked: dict[tuple, tuple[list[Offer], list[str]]] = {}
         self._why: dict[tuple, str] = {}
 
     def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
-        """True while the providers' descriptions are the ones this catalog was built from."""
-        known, seen = self.descriptions, 0
-        for name, rec in providers.items():
-            if rec.description is not None:
-                if known.get(name) is not rec.description:
-                    return False
-                seen += 1
-        return seen == len(known)
+        """True while the providers' descriptions are the ones this catalog was built from.
+
+        Checked before every round, so it must be cheap with a thousand providers: the same names
+        in the same order, each with the same description (two list comparisons, which test each
+        pair for identity before equality: a description not described again is the same object).
+        """
+        return list(providers) == self._names and list(map(_DESCRIPTION, providers.values())) == self._seen
 
     def offers(self, item: Item) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""

@@ -93,10 +93,13 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
     if short:
         for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max).values():
             at(c.until)
-    items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
-    recent = wanted_until(state.decided, now) if items else {}
-    wanting = [(Serves(i), i) for i in items]
+    #: the host and bundle items with a selector each, and until when each last wanted supply: read
+    #: only once an idle host asks (most rounds of a month have none), then kept for the others
+    wanting: list[tuple[Serves, HostItem | BundleItem]] | None = None
+    recent: dict[str, float] = {}
     grace = settings.join_grace
+    #: per (provider, template): what the items it could serve say of an idle host of it (``_wanted_from``)
+    wanted_from: dict[tuple[str, str | None], float] = {}
     for inst in state.instances.values():
         # The hottest loop of a simulation: a month holds many hosts, few of them in their grace.
         s = inst.history.state
@@ -105,7 +108,15 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
             if joined is not None and joined + grace > now:
                 leaves(inst.item_id, joined + grace, 1)
             if s == "idle":
-                at(_reclaim_due(inst, state, now, settings, idle_time, wanting, recent))
+                key = (inst.provider, inst.template)
+                floor = wanted_from.get(key)
+                if floor is None:
+                    if wanting is None:
+                        items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
+                        recent = wanted_until(state.decided, now) if items else {}
+                        wanting = [(Serves(i), i) for i in items]
+                    floor = wanted_from[key] = _wanted_from(inst, state, idle_time, wanting, recent)
+                at(_reclaim_due(inst, state, now, settings, idle_time, floor))
     # Borrowed units go back only while nobody wants their resource, and only what recent use leaves
     # spare (at most base + borrowed - the peak of use): until then, only demand and use matter.
     wanted = {i.resource for i in (demand.items if demand else []) if isinstance(i, UnitItem) and i.count > 0}
@@ -114,13 +125,17 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
         if g.state in HOLDING:
             borrowed[g.resource] = borrowed.get(g.resource, 0) + g.count
     lent: set[str] = set()
+    spare: dict[str, int] = {}
     for g in state.grants.values():
         if g.state == "granted" and g.granted_at is not None:
             leaves(g.item_id, g.granted_at + settings.join_grace, g.count)
             if g.resource in wanted:
                 continue
             lent.add(g.resource)
-            if _spare(state, g.resource, borrowed[g.resource], now - idle_time) > 0:
+            left = spare.get(g.resource)
+            if left is None:
+                left = spare[g.resource] = _spare(state, g.resource, borrowed[g.resource], now - idle_time)
+            if left > 0:
                 rec = state.providers.get(g.provider)
                 hold = rec.description.min_hold_s if rec is not None and rec.description is not None else 0.0
                 at(g.granted_at + max(idle_time, hold))
@@ -188,24 +203,38 @@ def _spare(state: PlanState, resource: str, borrowed: int, since: float) -> int:
     return res.base + borrowed - max(res.peak_since(since) or 0, res.in_use or 0)
 
 
-def _reclaim_due(inst: InstanceRecord, state: PlanState, now: float, settings: PlanSettings, idle_time: float,
+def _wanted_from(inst: InstanceRecord, state: PlanState, idle_time: float,
                  wanting: list[tuple[Serves, HostItem | BundleItem]], recent: dict[str, float]) -> float:
-    """When an idle host could first be ordered back, if nothing else changes (inf: not before new demand)."""
+    """Until when the items an idle host could serve keep it (the same for every host of its template):
+    inf while one of them wants hosts now (only a new demand changes that), else the end of the last
+    wanting spell among them plus ``idle_time`` (-inf: none)."""
+    rec = state.providers.get(inst.provider)
+    desc = rec.description if rec is not None else None
+    template = desc.template(inst.template) if desc and inst.template else None
+    floor = -math.inf
+    if template is not None:
+        for selector, item in wanting:
+            if selector.matches(template, desc.zone):  # type: ignore[union-attr]
+                if item.count > 0:
+                    return math.inf
+                if item.id in recent:
+                    floor = max(floor, recent[item.id] + idle_time)
+    return floor
+
+
+def _reclaim_due(inst: InstanceRecord, state: PlanState, now: float, settings: PlanSettings, idle_time: float,
+                 kept_until: float) -> float:
+    """When an idle host could first be ordered back, if nothing else changes (inf: not before new demand).
+
+    ``kept_until``: until when the items it could serve keep it (``_wanted_from``).
+    """
     rec = state.providers.get(inst.provider)
     desc = rec.description if rec is not None else None
     lim = settings.limits(inst.provider)
     held_since = inst.launched_at if inst.launched_at is not None else inst.seen_at
     idle_since = inst.history.since("idle")
     hold = held_since + (desc.min_hold_s if desc else 0.0)
-    due = max(hold, (idle_since if idle_since is not None else now) + idle_time)
-    template = desc.template(inst.template) if desc and inst.template else None
-    if template is not None:
-        for selector, item in wanting:
-            if selector.matches(template, desc.zone):  # type: ignore[union-attr]
-                if item.count > 0:
-                    due = math.inf  # wanted now: only a new demand changes that
-                elif item.id in recent:
-                    due = max(due, recent[item.id] + idle_time)
+    due = max(hold, (idle_since if idle_since is not None else now) + idle_time, kept_until)
     if lim.return_window is not None and due < math.inf:
         unit = lim.billing_unit or HOUR
         opens = held_since + math.floor((due - held_since) / unit) * unit + unit - lim.return_window

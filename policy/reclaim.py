@@ -83,8 +83,10 @@ def reclaim(
     returning_machines, returning_grants = _already_returning(view)
     by_provider: dict[str, list[str]] = {}
     reasons: dict[str, str] = {}
-    for inst in sorted(view.instances.values(), key=lambda i: i.key):
-        if inst.state != "idle" or inst.machine_id in returning_machines.get(inst.provider, ()):
+    # Most hosts are busy, coming or gone: only the idle ones are sorted and weighed.
+    idle = [inst for inst in view.instances.values() if inst.history.state == "idle"]
+    for inst in sorted(idle, key=lambda i: i.key):
+        if inst.machine_id in returning_machines.get(inst.provider, ()):
             continue
         rec = providers.get(inst.provider)
         if rec is None or not rec.owner:
@@ -132,9 +134,8 @@ def _grants_due(items: list, providers: Mapping[str, ProviderRecord], resources:
     staying: dict[str, int] = {}
     #: Per resource: grants that may give units back now, oldest first.
     due: dict[str, list[GrantRecord]] = {}
-    for grant in sorted(view.grants.values(), key=lambda g: (g.granted_at or 0.0, g.id)):
-        if grant.state not in HOLDING:
-            continue
+    holding = [grant for grant in view.grants.values() if grant.history.state in HOLDING]
+    for grant in sorted(holding, key=lambda g: (g.granted_at or 0.0, g.id)):
         going = ordered.get(grant.id, 0) if grant.state == "granted" else grant.returning
         # Units lent within idle_time were never seen unused that long: the scheduler may have handed
         # them out since the last use read (it may, as soon as their total is published). They neither

@@ -50,9 +50,7 @@ def unresolved(req: RequestRecord, now: float, timeout: float) -> bool:
 def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: float) -> dict[str, int]:
     """Per demand item id: how much supply is on its way for it."""
     out: dict[str, int] = {}
-    by_request: dict[str, list[InstanceRecord]] = {}
-    for inst in view.instances.values():
-        by_request.setdefault(inst.request_id, []).append(inst)
+    seen, flying = _hosts_by_request(view.instances, now, join_grace)
 
     def add(item: str, n: int) -> None:
         if item and n > 0:
@@ -66,15 +64,8 @@ def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: fl
             continue
         open_ = unresolved(req, now, order_timeout)
         if req.supply == "hosts":
-            seen = by_request.get(req.id, [])
-            coming = sum(1 for i in seen if i.state in ARRIVING)
-            recent = sum(
-                1
-                for i in seen
-                if i.state in SERVING and i.joined_at is not None and now - i.joined_at < join_grace
-            )
-            unseen = max(0, req.count - len(seen)) if open_ else 0
-            add(req.item_id, coming + recent + unseen)
+            unseen = max(0, req.count - seen.get(req.id, 0)) if open_ else 0
+            add(req.item_id, flying.get(req.id, 0) + unseen)
         else:
             grant = view.grants.get(req.id)
             if open_:
@@ -83,6 +74,22 @@ def in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: fl
                 if now - grant.granted_at < join_grace:
                     add(req.item_id, grant.count)
     return out
+
+
+def _hosts_by_request(instances: Mapping[str, InstanceRecord], now: float,
+                      join_grace: float) -> tuple[dict[str, int], dict[str, int]]:
+    """Per request id: how many of its hosts were seen, and how many are in flight (coming up, or
+    joined within ``join_grace``). One pass over the instances: rounds ask it of every host, often."""
+    seen: dict[str, int] = {}
+    flying: dict[str, int] = {}
+    for inst in instances.values():
+        rid = inst.request_id
+        seen[rid] = seen.get(rid, 0) + 1
+        state = inst.history.state
+        if state is None or state in ARRIVING or (
+                state in SERVING and inst.joined_at is not None and now - inst.joined_at < join_grace):
+            flying[rid] = flying.get(rid, 0) + 1
+    return seen, flying
 
 
 def bundles_in_flight(view: SupplyView, now: float, join_grace: float, order_timeout: float) -> dict[str, int]:
@@ -115,20 +122,13 @@ def bundles_in_flight(view: SupplyView, now: float, join_grace: float, order_tim
                 add(order.order.bundles, 1, 1)
     if not packed:
         return out
-    by_request: dict[str, list[InstanceRecord]] = {}
-    for inst in view.instances.values():
-        if inst.request_id:
-            by_request.setdefault(inst.request_id, []).append(inst)
+    seen, flying = _hosts_by_request(view.instances, now, join_grace)
     for req in view.requests.values():
         order = packed.get(req.order_id)
         if order is None or req.action != "request" or req.count <= 0:
             continue
-        seen = by_request.get(req.id, [])
-        coming = sum(1 for i in seen if i.state in ARRIVING)
-        recent = sum(1 for i in seen
-                     if i.state in SERVING and i.joined_at is not None and now - i.joined_at < join_grace)
-        unseen = max(0, req.count - len(seen)) if unresolved(req, now, order_timeout) else 0
-        add(order.order.bundles, coming + recent + unseen, req.count)
+        unseen = max(0, req.count - seen.get(req.id, 0)) if unresolved(req, now, order_timeout) else 0
+        add(order.order.bundles, flying.get(req.id, 0) + unseen, req.count)
     return out
 
 
@@ -151,9 +151,11 @@ def held(view: SupplyView, now: float, order_timeout: float) -> dict[HeldKey, in
             out[k] = out.get(k, 0) + n
 
     seen: dict[str, int] = {}
-    for inst in view.instances.values():
-        if inst.state not in INSTANCE.terminal:
-            add(inst.provider, "hosts", inst.template, 1)
+    ended = INSTANCE.terminal
+    for inst in view.instances.values():  # as add(provider, "hosts", template, 1), inline: every host, often
+        if inst.history.state not in ended:  # None, not started yet, is "requested": held
+            k = (inst.provider, "hosts", inst.template or "")
+            out[k] = out.get(k, 0) + 1
         seen[inst.request_id] = seen.get(inst.request_id, 0) + 1
     for req in view.requests.values():
         if req.action == "request" and req.supply == "hosts" and unresolved(req, now, order_timeout):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TypeVar
 
 from messages.demand import BundleItem, DemandItem, DemandSnapshot, HostItem, UnitItem
@@ -58,6 +59,7 @@ class Host:
 
 #: Relative slack when comparing amounts (10 bundles of 0.1 CPU fit on 1 CPU).
 EPS = 1e-9
+_KEY = attrgetter("key")
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,12 @@ class Scheduler:
         self._oldest_first: list[Host] | None = None
         #: What the last ``assign`` left the bundle hosts holding and using.
         self.packing = Packing()
+        #: Per license: the units the work wants, summed over its items (kept until an item changes).
+        self._units: dict[str, int] | None = None
 
     def want(self, item: DemandItem) -> None:
         self.wanted[item.id] = item
+        self._units = None
 
     def join(self, host: Host) -> None:
         self.hosts[host.key] = host
@@ -131,7 +136,7 @@ class Scheduler:
         for item_id, item in self.wanted.items():
             if isinstance(item, HostItem):
                 keep, rest, unmet[item_id] = use(item.count, by_item.pop(item_id, []))
-                busy.update(h.key for h in keep)
+                busy.update(map(_KEY, keep))
                 spare += rest
         for hosts in by_item.values():
             spare += hosts
@@ -255,5 +260,9 @@ class Scheduler:
             item.model_copy(update={"count": need[item_id]}) for item_id, item in self.wanted.items()])
 
     def license_in_use(self, resource: str, total: int) -> int:
-        return license_use(sum(i.count for i in self.wanted.values()
-                               if isinstance(i, UnitItem) and i.resource == resource), total)[0]
+        if self._units is None:
+            self._units = {}
+            for i in self.wanted.values():
+                if isinstance(i, UnitItem):
+                    self._units[i.resource] = self._units.get(i.resource, 0) + i.count
+        return license_use(self._units.get(resource, 0), total)[0]
