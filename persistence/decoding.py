@@ -35,14 +35,20 @@ class Decoder:
 
     def fact(self, seq: int, stored: bytes) -> Fact | None:
         """A fact stored as the JSON object of the whole fact without ``seq``."""
-        # Splice seq in front and let pydantic parse the bytes, calling its validator
-        # directly: a dict first, or the model's wrapper and a closure per row, cost a
-        # replay of 100,000 facts about a quarter of its decoding.
+        # Pydantic parses the stored bytes as they are, its validator called directly (a
+        # dict first, or the model's wrapper and a closure per row, cost a replay of 100,000
+        # facts about a quarter of its decoding); seq, which the store keeps beside them, goes
+        # into the fresh fact before anyone sees it, as if it had been parsed with the rest.
+        # Splicing it into the bytes instead cost every row two copies and a sixth of its
+        # decoding. The store's position is the seq, whatever the row may say.
         try:
-            return _validate_fact(b'{"seq":%d,' % seq + bytes(stored)[1:])
+            fact = _validate_fact(stored)
         except ValueError as exc:
             self._skip("fact", seq, exc)
             return None
+        fact.__dict__["seq"] = seq
+        fact.__pydantic_fields_set__.add("seq")
+        return fact
 
     def _skip(self, what: str, seq: int, exc: ValueError) -> None:
         if (what, seq) not in self._warned:

@@ -130,6 +130,9 @@ class Open(NamedTuple):
     grants: list[GrantRecord]
 
 
+#: Every record's history before its first change (immutable, so one serves them all).
+_START = History()
+
 #: The part of a provider with nothing in motion: read, never written.
 _NO_PART = Part()
 
@@ -167,17 +170,19 @@ class Projection:
 
     def apply(self, fact: Fact) -> bool:
         """Apply one committed fact; False when it was skipped (already seen, filtered, bad)."""
-        if fact.seq is not None:
-            if fact.seq <= self.seq:
+        seq = fact.seq
+        if seq is not None:
+            if seq <= self.seq:
                 return False
-            self.seq = fact.seq
+            self.seq = seq
         if self._only is not None and not self._only(fact):
             return False
-        handler = _HANDLERS.get(type(fact.payload))
+        payload = fact.payload
+        handler = _HANDLERS.get(type(payload))
         if handler is None:
             return False
         try:
-            handler(self, fact, fact.payload)
+            handler(self, fact, payload)
         except (IllegalTransition, KeyError, ValueError) as exc:
             note = f"fact {fact.seq} {fact.id} ({fact.kind}, provider {fact.provider!r}) skipped: {exc}"
             self.anomalies.append(note)
@@ -326,7 +331,7 @@ class Projection:
             provider=fact.provider,
             action=p.action,
             supply=p.supply,
-            history=History().advance(REQUEST, "planned", fact.time),
+            history=_START.advance(REQUEST, "planned", fact.time),
             created_at=fact.time,
             order_id=p.order_id,
             item_id=p.item_id,
@@ -350,7 +355,7 @@ class Projection:
                 provider=fact.provider,
                 id=fact.id,
                 resource=p.resource,
-                history=History().advance(GRANT, "requested", fact.time),
+                history=_START.advance(GRANT, "requested", fact.time),
                 requested=p.count,
                 item_id=p.item_id,
             )
@@ -391,7 +396,7 @@ class Projection:
             provider=fact.provider,
             key=key,
             name=p.name,
-            history=History().advance(INSTANCE, p.state, fact.time, p.reason),
+            history=_START.advance(INSTANCE, p.state, fact.time, p.reason),
             # The request's own id string: a hundred instances of one request share it.
             request_id=req.id if req else p.request_id,
             template=p.template or (req.template if req else None),
@@ -436,7 +441,7 @@ class Projection:
             # Held at the provider under a token no fact knows: a record starts here.
             self.grants[p.grant_id] = GrantRecord(
                 provider=fact.provider, id=p.grant_id, resource=p.resource,
-                history=History().advance(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
+                history=_START.advance(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
             )
             self._part(fact.provider).live_grants[p.grant_id] = None
             return

@@ -234,3 +234,24 @@ def test_a_controller_file_of_an_older_daemon_gains_the_host_events_provider_col
         assert [(e.name, e.provider) for e in c.read_host_events()] == [("n1", None), ("n2", "p")]
     finally:
         c.close()
+
+
+def test_a_read_fact_is_the_appended_one_with_the_store_s_seq(tmp_path: Path) -> None:
+    """Decoded facts equal what was appended, seq set as if parsed with the rest."""
+    path = tmp_path / "state.db"
+    controller = SqliteController(str(path))
+    try:
+        accepted = controller.append([fact(1), fact(2)]).accepted
+        raw = sqlite3.connect(path)
+        with raw:  # a row edited by hand to carry a seq of its own: the store's position is its seq
+            stored = raw.execute("SELECT payload FROM facts WHERE seq = ?", (accepted[1].seq,)).fetchone()[0]
+            payload = orjson.loads(stored)
+            raw.execute("UPDATE facts SET payload = ? WHERE seq = ?",
+                        (orjson.dumps({**payload, "seq": 1234}), accepted[1].seq))
+        raw.close()
+        read = controller.read()
+        assert read == accepted
+        assert [f.seq for f in read] == [accepted[0].seq, accepted[1].seq]
+        assert all("seq" in f.model_fields_set for f in read)
+    finally:
+        controller.close()
