@@ -65,7 +65,8 @@ from messages.base import Model
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact, ResourceTotalChanged
-from persistence.decoding import Decoder, stored_fact
+from persistence.decoding import Decoder
+from persistence.encoding import at_seq, stored_fact
 from persistence.etcd_watch import WatchBell
 from persistence.port import DEMAND_HISTORY, AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 
@@ -162,7 +163,7 @@ class EtcdController:
             if result.succeeded:
                 if new:
                     self._known_fact_head = _advanced(self._fact_head, head, last + len(new), result)
-                outcome.update((f.id, f.model_copy(update={"seq": last + 1 + i})) for i, (f, _) in enumerate(new))
+                outcome.update((f.id, at_seq(f, last + 1 + i)) for i, (f, _) in enumerate(new))
                 # A refused fact whose id is already stored is a retry of a write that went in.
                 outcome.update(self._stored({f.id: (f, int(found[0].value))
                                              for (f, _), found in zip(refused, result.ranges) if found}))
@@ -193,7 +194,7 @@ class EtcdController:
             lines = dict(self._unpack(kvs[0])) if kvs else {}
             # A stored copy that no longer decodes is still the same fact, at its seq.
             copy = self._decode.fact(seq, lines[seq]) if seq in lines else None
-            out[fact_id] = copy or fact.model_copy(update={"seq": seq})
+            out[fact_id] = copy or at_seq(fact, seq)
         return out
 
     def read(self, after: int = 0, limit: int = 10_000) -> list[Fact]:
