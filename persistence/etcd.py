@@ -22,8 +22,12 @@ ownership key's create revision (the fence) and mod revision (which pins its
 value, so holder and expiry, and its etcd lease) with the key as read when
 the facts were judged; the head of the log's mod revision, so seqs are given
 out by one writer at a time; and, for every fact, that its id is not stored
-yet. If any compare fails, the same round trip reads back what changed and
-the chunk is judged again. So a fact lands only under the fence that is
+yet. If any compare fails, the same round trip reads back the head and the
+leases, and the chunk is judged again; when neither moved, a fact's id is
+stored already (a retry of a write that went in) and one more read finds
+which. The failure branch holds no more, since etcd logs every transaction
+whole, failure operations included: reading each id there cost etcd a fifth
+of the work of an append that succeeded. So a fact lands only under the fence that is
 current when it lands, and a batch's facts of one lease are refused together
 from the first chunk that finds the lease gone.
 
@@ -157,8 +161,8 @@ class EtcdController:
                 # The totals a scheduler reads change with the fenced facts that say so, in the same txn.
                 success += [put_op(self._client.key("totals", t.name), t.to_json()) for t in _totals(new)]
             success += [range_op(self._id_key(f.id)) for f, _ in refused]
+            # Only the head and the leases: etcd logs a transaction's failure branch with every one that succeeds.
             failure = [range_op(self._fact_head)] + [range_op(self.leases.key(n)) for n in names]
-            failure += [range_op(self._id_key(f.id)) for f, _ in pending]
             result = self._client.txn(compares, success, failure)
             if result.succeeded:
                 if new:
@@ -172,10 +176,15 @@ class EtcdController:
                 return outcome
             # Another writer came first: take what the failure branch read and judge again.
             self._known_fact_head = _one(result.ranges[0])
+            moved = _revisions(self._known_fact_head) != _revisions(head)
             for name, found in zip(names, result.ranges[1:]):
+                moved |= _revisions(_one(found)) != _revisions(self._known_leases.get(name))
                 self._known_leases[name] = _one(found)
-            stored = {f.id: (f, int(found[0].value))
-                      for (f, _), found in zip(pending, result.ranges[1 + len(names):]) if found}
+            if moved:
+                continue
+            # Neither the head nor a lease moved, so an id compare failed: a retry of facts that went in.
+            found_ids = self._client.txn([], [range_op(self._id_key(f.id)) for f, _ in new]).ranges
+            stored = {f.id: (f, int(found[0].value)) for (f, _), found in zip(new, found_ids) if found}
             if stored:
                 outcome.update(self._stored(stored))
                 pending = [(f, data) for f, data in pending if f.id not in stored]
@@ -455,6 +464,11 @@ def _chunks(facts: list[tuple[Fact, bytes]]) -> list[list[tuple[Fact, bytes]]]:
 
 def _one(kvs: list[KeyValue]) -> KeyValue | None:
     return kvs[0] if kvs else None
+
+
+def _revisions(kv: KeyValue | None) -> tuple[int, int]:
+    """What a transaction compares of a key: its create and mod revisions (0 for an absent key)."""
+    return (kv.create_revision, kv.mod_revision) if kv else (0, 0)
 
 
 def _advanced(key: bytes, head: KeyValue | None, value: int, result: TxnResult) -> KeyValue:
