@@ -113,6 +113,11 @@ class EtcdTarget:
         return cls(tuple(endpoints), namespace, timeout, single.get("ca"), single.get("cert"), single.get("key"))
 
 
+def key_part(part: str) -> bytes:
+    """One part of a key, percent-encoded (``key`` joins them with '/')."""
+    return (part if _PLAIN.match(part) else quote(part, safe="")).encode("ascii")
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -169,7 +174,7 @@ class EtcdClient:
 
     def key(self, *parts: str) -> bytes:
         """``/NAMESPACE/part/part``, each part percent-encoded so keys stay ASCII and '/' stays a separator."""
-        return self.keys + "/".join(p if _PLAIN.match(p) else quote(p, safe="") for p in parts).encode("ascii")
+        return self.keys + b"/".join(map(key_part, parts))
 
     # --- kv ----------------------------------------------------------------
 

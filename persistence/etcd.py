@@ -61,6 +61,7 @@ from lease.etcd_client import (
     TxnResult,
     compare,
     delete_range_op,
+    key_part,
     prefix_end,
     put_op,
     range_op,
@@ -100,7 +101,7 @@ class EtcdController:
         self._facts_per_key: float | None = None
         self.leases = EtcdLeases(self._client, clock)
         key = self._client.key
-        self._facts, self._events = key("facts") + b"/", key("events") + b"/"
+        self._facts, self._events, self._ids = key("facts") + b"/", key("events") + b"/", key("ids") + b"/"
         self._head, self._fact_head, self._event_head = key("head") + b"/", key("head", "facts"), key("head", "events")
         self._demand, self._totals = key("head", "demand"), key("totals") + b"/"
         self._supply = key("head", "supply")
@@ -142,8 +143,11 @@ class EtcdController:
         for _ in self._tries():
             now = self._clock()
             names = list(dict.fromkeys(f.lease for f, _ in pending if f.lease))
-            verdicts = {(f.lease, f.fence): self.leases.refusal(self._known_leases.get(f.lease), f.lease, f.fence, now)
-                        for f, _ in pending if f.lease}
+            verdicts: dict[tuple[str, int], str | None] = {}
+            for f, _ in pending:
+                if f.lease and (f.lease, f.fence) not in verdicts:  # once per lease and fence, not per fact
+                    verdicts[f.lease, f.fence] = self.leases.refusal(self._known_leases.get(f.lease), f.lease,
+                                                                     f.fence, now)
             new = [(f, data) for f, data in pending if not f.lease or verdicts[f.lease, f.fence] is None]
             refused = [(f, reason) for f, _ in pending if f.lease and (reason := verdicts[f.lease, f.fence])]
             head = self._known_fact_head
@@ -153,8 +157,9 @@ class EtcdController:
                 kv = self._known_leases.get(name)
                 compares += [compare(self.leases.key(name), "CREATE", kv.create_revision if kv else 0),
                              compare(self.leases.key(name), "MOD", kv.mod_revision if kv else 0)]
-            compares += [compare(self._id_key(f.id), "CREATE", 0) for f, _ in new]
-            success = [put_op(self._id_key(f.id), b"%d" % (last + 1 + i)) for i, (f, _) in enumerate(new)]
+            id_keys = [self._id_key(f.id) for f, _ in new]
+            compares += [compare(key, "CREATE", 0) for key in id_keys]
+            success = [put_op(key, b"%d" % seq) for seq, key in enumerate(id_keys, last + 1)]
             if new:
                 success += [put_op(self._fact_key(last + len(new)), b"\n".join(data for _, data in new)),
                             put_op(self._fact_head, b"%d" % (last + len(new)))]
@@ -183,7 +188,7 @@ class EtcdController:
             if moved:
                 continue
             # Neither the head nor a lease moved, so an id compare failed: a retry of facts that went in.
-            found_ids = self._client.txn([], [range_op(self._id_key(f.id)) for f, _ in new]).ranges
+            found_ids = self._client.txn([], [range_op(key) for key in id_keys]).ranges
             stored = {f.id: (f, int(found[0].value)) for (f, _), found in zip(new, found_ids) if found}
             if stored:
                 outcome.update(self._stored(stored))
@@ -410,7 +415,8 @@ class EtcdController:
         return self._facts + b"%020d" % seq
 
     def _id_key(self, fact_id: str) -> bytes:
-        return self._client.key("ids", fact_id)
+        """``key("ids", fact_id)``, the prefix made once."""
+        return self._ids + key_part(fact_id)
 
     def _event_key(self, seq: int) -> bytes:
         return self._events + b"%020d" % seq
@@ -446,8 +452,10 @@ def _chunks(facts: list[tuple[Fact, bytes]]) -> list[list[tuple[Fact, bytes]]]:
     totals: set[str] = set()
     size = 0
     for fact, data in facts:
-        grown = names | {fact.lease} if fact.lease else names
-        more = totals | {p.resource} if isinstance(p := fact.payload, ResourceTotalChanged) else totals
+        # A new set only for a lease or resource the chunk does not name yet.
+        grown = names | {fact.lease} if fact.lease and fact.lease not in names else names
+        p = fact.payload
+        more = totals | {p.resource} if isinstance(p, ResourceTotalChanged) and p.resource not in totals else totals
         # Compares: the head, two per lease, one per fact. Puts: one per fact, the facts, the head, the totals.
         if chunk and (len(chunk) == CHUNK_FACTS or 1 + 2 * len(grown) + len(chunk) + 1 > MAX_TXN_OPS
                       or len(chunk) + 1 + 2 + len(more) > MAX_TXN_OPS or size + len(data) > CHUNK_BYTES):
