@@ -38,7 +38,10 @@ def at_seq(fact: Fact, seq: int) -> Fact:
     """
     copy = _new_model(type(fact))
     _set(copy, "__dict__", {**fact.__dict__, "seq": seq})
-    _set(copy, "__pydantic_fields_set__", fact.__pydantic_fields_set__ | _SEQ)
+    # Shared when it names seq already (``make_fact`` sets every field): a frozen model's set is never changed
+    # (``model_copy`` changes a copy of it).
+    fields = fact.__pydantic_fields_set__
+    _set(copy, "__pydantic_fields_set__", fields if "seq" in fields else fields | _SEQ)
     _set(copy, "__pydantic_extra__", None if fact.__pydantic_extra__ is None else dict(fact.__pydantic_extra__))
     _set(copy, "__pydantic_private__", None if fact.__pydantic_private__ is None else dict(fact.__pydantic_private__))
     return copy

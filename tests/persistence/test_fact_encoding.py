@@ -15,6 +15,8 @@ FACTS = [
                              reason='quota "exceeded"\nline two, ünïcode'), provider="aws-east", now=0.1),
     make_fact(InstanceSeen(machine_id="i-1", name="host-1", launched_at=1_700_000_000.25), seq=42),
     make_fact(ResourceTotalChanged(resource="vcs", base=5, borrowed=3, total=8), fact_id="total-1", now=-0.0),
+    # Built without naming seq: its fields set lacks it.
+    Fact(id="usage-2", time=1.5, payload=UsageObserved(resource="vcs", in_use=1)),
 ]
 
 
@@ -32,5 +34,8 @@ def test_a_fact_at_its_seq_is_the_models_copy_with_that_seq(fact: Fact) -> None:
     assert placed.model_fields_set == expected.model_fields_set
     assert placed.model_dump_json() == expected.model_dump_json()
     assert fact.seq != 9  # the original is left as it was
+    fields = set(fact.model_fields_set)
+    placed.model_copy(update={"v": 2})  # make_fact names every field but v
+    assert fact.model_fields_set == fields
     # and it reads back from its row as the same fact
     assert Decoder("test").fact(9, stored_fact(placed)) == placed
