@@ -59,6 +59,7 @@ from lease.etcd_client import (
     EtcdTarget,
     KeyValue,
     TxnResult,
+    absent,
     compare,
     delete_range_op,
     key_part,
@@ -158,7 +159,7 @@ class EtcdController:
                 compares += [compare(self.leases.key(name), "CREATE", kv.create_revision if kv else 0),
                              compare(self.leases.key(name), "MOD", kv.mod_revision if kv else 0)]
             id_keys = [self._id_key(f.id) for f, _ in new]
-            compares += [compare(key, "CREATE", 0) for key in id_keys]
+            compares += [absent(key) for key in id_keys]
             success = [put_op(key, b"%d" % seq) for seq, key in enumerate(id_keys, last + 1)]
             if new:
                 success += [put_op(self._fact_key(last + len(new)), b"\n".join(data for _, data in new)),
