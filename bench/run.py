@@ -46,7 +46,7 @@ from messages.description import ProviderDescription, Template
 from messages.records import ProviderRecord
 from persistence.bench import acquire_bench_lease, fenced_batches, timed_append
 from persistence.controller import open_controller
-from persistence.decoding import stored_fact
+from persistence.encoding import stored_fact
 from persistence.projection import Projection
 from persistence.replay import replay
 from policy.planning import Catalog, PlanSettings, plan

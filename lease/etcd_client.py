@@ -113,6 +113,11 @@ class EtcdTarget:
         return cls(tuple(endpoints), namespace, timeout, single.get("ca"), single.get("cert"), single.get("key"))
 
 
+def key_part(part: str) -> bytes:
+    """One part of a key, percent-encoded (``key`` joins them with '/')."""
+    return (part if _PLAIN.match(part) else quote(part, safe="")).encode("ascii")
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -169,7 +174,7 @@ class EtcdClient:
 
     def key(self, *parts: str) -> bytes:
         """``/NAMESPACE/part/part``, each part percent-encoded so keys stay ASCII and '/' stays a separator."""
-        return self.keys + "/".join(p if _PLAIN.match(p) else quote(p, safe="") for p in parts).encode("ascii")
+        return self.keys + b"/".join(map(key_part, parts))
 
     # --- kv ----------------------------------------------------------------
 
@@ -334,6 +339,16 @@ def compare(key: bytes, target: str, value: int) -> dict[str, Any]:
     """A transaction compare ``key.<target> == value`` for CREATE or MOD revisions (0 for an absent key)."""
     field = {"CREATE": "create_revision", "MOD": "mod_revision"}[target]
     return {"key": b64(key), "target": target, "result": "EQUAL", field: value}
+
+
+def absent(key: bytes) -> dict[str, Any]:
+    """A transaction compare that ``key`` does not exist: its version is 0.
+
+    Target VERSION, result EQUAL and the value 0 are etcd's defaults, so the compare is the key alone:
+    a transaction with one per fact costs etcd (its gateway and its log) half what ``compare(key,
+    "CREATE", 0)`` does, which names all three.
+    """
+    return {"key": b64(key)}
 
 
 def put_op(key: bytes, value: bytes, lease: int = 0) -> dict[str, Any]:

@@ -57,8 +57,3 @@ class Decoder:
                 "controller %s: skipping %s seq %d that does not decode: %s",
                 self.location, what, seq, " ".join(str(exc).split()),
             )
-
-
-def stored_fact(fact: Fact) -> bytes:
-    """How a fact is stored: its JSON without ``seq`` (the store's position is its seq)."""
-    return fact.model_dump_json(exclude_none=True, exclude={"seq"}).encode()

@@ -22,8 +22,12 @@ ownership key's create revision (the fence) and mod revision (which pins its
 value, so holder and expiry, and its etcd lease) with the key as read when
 the facts were judged; the head of the log's mod revision, so seqs are given
 out by one writer at a time; and, for every fact, that its id is not stored
-yet. If any compare fails, the same round trip reads back what changed and
-the chunk is judged again. So a fact lands only under the fence that is
+yet. If any compare fails, the same round trip reads back the head and the
+leases, and the chunk is judged again; when neither moved, a fact's id is
+stored already (a retry of a write that went in) and one more read finds
+which. The failure branch holds no more, since etcd logs every transaction
+whole, failure operations included: reading each id there cost etcd a fifth
+of the work of an append that succeeded. So a fact lands only under the fence that is
 current when it lands, and a batch's facts of one lease are refused together
 from the first chunk that finds the lease gone.
 
@@ -55,8 +59,10 @@ from lease.etcd_client import (
     EtcdTarget,
     KeyValue,
     TxnResult,
+    absent,
     compare,
     delete_range_op,
+    key_part,
     prefix_end,
     put_op,
     range_op,
@@ -65,7 +71,8 @@ from messages.base import Model
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact, ResourceTotalChanged
-from persistence.decoding import Decoder, stored_fact
+from persistence.decoding import Decoder
+from persistence.encoding import at_seq, stored_fact
 from persistence.etcd_watch import WatchBell
 from persistence.port import DEMAND_HISTORY, AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 
@@ -95,7 +102,7 @@ class EtcdController:
         self._facts_per_key: float | None = None
         self.leases = EtcdLeases(self._client, clock)
         key = self._client.key
-        self._facts, self._events = key("facts") + b"/", key("events") + b"/"
+        self._facts, self._events, self._ids = key("facts") + b"/", key("events") + b"/", key("ids") + b"/"
         self._head, self._fact_head, self._event_head = key("head") + b"/", key("head", "facts"), key("head", "events")
         self._demand, self._totals = key("head", "demand"), key("totals") + b"/"
         self._supply = key("head", "supply")
@@ -137,8 +144,11 @@ class EtcdController:
         for _ in self._tries():
             now = self._clock()
             names = list(dict.fromkeys(f.lease for f, _ in pending if f.lease))
-            verdicts = {(f.lease, f.fence): self.leases.refusal(self._known_leases.get(f.lease), f.lease, f.fence, now)
-                        for f, _ in pending if f.lease}
+            verdicts: dict[tuple[str, int], str | None] = {}
+            for f, _ in pending:
+                if f.lease and (f.lease, f.fence) not in verdicts:  # once per lease and fence, not per fact
+                    verdicts[f.lease, f.fence] = self.leases.refusal(self._known_leases.get(f.lease), f.lease,
+                                                                     f.fence, now)
             new = [(f, data) for f, data in pending if not f.lease or verdicts[f.lease, f.fence] is None]
             refused = [(f, reason) for f, _ in pending if f.lease and (reason := verdicts[f.lease, f.fence])]
             head = self._known_fact_head
@@ -148,21 +158,22 @@ class EtcdController:
                 kv = self._known_leases.get(name)
                 compares += [compare(self.leases.key(name), "CREATE", kv.create_revision if kv else 0),
                              compare(self.leases.key(name), "MOD", kv.mod_revision if kv else 0)]
-            compares += [compare(self._id_key(f.id), "CREATE", 0) for f, _ in new]
-            success = [put_op(self._id_key(f.id), b"%d" % (last + 1 + i)) for i, (f, _) in enumerate(new)]
+            id_keys = [self._id_key(f.id) for f, _ in new]
+            compares += [absent(key) for key in id_keys]
+            success = [put_op(key, b"%d" % seq) for seq, key in enumerate(id_keys, last + 1)]
             if new:
                 success += [put_op(self._fact_key(last + len(new)), b"\n".join(data for _, data in new)),
                             put_op(self._fact_head, b"%d" % (last + len(new)))]
                 # The totals a scheduler reads change with the fenced facts that say so, in the same txn.
                 success += [put_op(self._client.key("totals", t.name), t.to_json()) for t in _totals(new)]
             success += [range_op(self._id_key(f.id)) for f, _ in refused]
+            # Only the head and the leases: etcd logs a transaction's failure branch with every one that succeeds.
             failure = [range_op(self._fact_head)] + [range_op(self.leases.key(n)) for n in names]
-            failure += [range_op(self._id_key(f.id)) for f, _ in pending]
             result = self._client.txn(compares, success, failure)
             if result.succeeded:
                 if new:
                     self._known_fact_head = _advanced(self._fact_head, head, last + len(new), result)
-                outcome.update((f.id, f.model_copy(update={"seq": last + 1 + i})) for i, (f, _) in enumerate(new))
+                outcome.update((f.id, at_seq(f, last + 1 + i)) for i, (f, _) in enumerate(new))
                 # A refused fact whose id is already stored is a retry of a write that went in.
                 outcome.update(self._stored({f.id: (f, int(found[0].value))
                                              for (f, _), found in zip(refused, result.ranges) if found}))
@@ -171,10 +182,15 @@ class EtcdController:
                 return outcome
             # Another writer came first: take what the failure branch read and judge again.
             self._known_fact_head = _one(result.ranges[0])
+            moved = _revisions(self._known_fact_head) != _revisions(head)
             for name, found in zip(names, result.ranges[1:]):
+                moved |= _revisions(_one(found)) != _revisions(self._known_leases.get(name))
                 self._known_leases[name] = _one(found)
-            stored = {f.id: (f, int(found[0].value))
-                      for (f, _), found in zip(pending, result.ranges[1 + len(names):]) if found}
+            if moved:
+                continue
+            # Neither the head nor a lease moved, so an id compare failed: a retry of facts that went in.
+            found_ids = self._client.txn([], [range_op(key) for key in id_keys]).ranges
+            stored = {f.id: (f, int(found[0].value)) for (f, _), found in zip(new, found_ids) if found}
             if stored:
                 outcome.update(self._stored(stored))
                 pending = [(f, data) for f, data in pending if f.id not in stored]
@@ -193,7 +209,7 @@ class EtcdController:
             lines = dict(self._unpack(kvs[0])) if kvs else {}
             # A stored copy that no longer decodes is still the same fact, at its seq.
             copy = self._decode.fact(seq, lines[seq]) if seq in lines else None
-            out[fact_id] = copy or fact.model_copy(update={"seq": seq})
+            out[fact_id] = copy or at_seq(fact, seq)
         return out
 
     def read(self, after: int = 0, limit: int = 10_000) -> list[Fact]:
@@ -400,7 +416,8 @@ class EtcdController:
         return self._facts + b"%020d" % seq
 
     def _id_key(self, fact_id: str) -> bytes:
-        return self._client.key("ids", fact_id)
+        """``key("ids", fact_id)``, the prefix made once."""
+        return self._ids + key_part(fact_id)
 
     def _event_key(self, seq: int) -> bytes:
         return self._events + b"%020d" % seq
@@ -436,8 +453,10 @@ def _chunks(facts: list[tuple[Fact, bytes]]) -> list[list[tuple[Fact, bytes]]]:
     totals: set[str] = set()
     size = 0
     for fact, data in facts:
-        grown = names | {fact.lease} if fact.lease else names
-        more = totals | {p.resource} if isinstance(p := fact.payload, ResourceTotalChanged) else totals
+        # A new set only for a lease or resource the chunk does not name yet.
+        grown = names | {fact.lease} if fact.lease and fact.lease not in names else names
+        p = fact.payload
+        more = totals | {p.resource} if isinstance(p, ResourceTotalChanged) and p.resource not in totals else totals
         # Compares: the head, two per lease, one per fact. Puts: one per fact, the facts, the head, the totals.
         if chunk and (len(chunk) == CHUNK_FACTS or 1 + 2 * len(grown) + len(chunk) + 1 > MAX_TXN_OPS
                       or len(chunk) + 1 + 2 + len(more) > MAX_TXN_OPS or size + len(data) > CHUNK_BYTES):
@@ -454,6 +473,11 @@ def _chunks(facts: list[tuple[Fact, bytes]]) -> list[list[tuple[Fact, bytes]]]:
 
 def _one(kvs: list[KeyValue]) -> KeyValue | None:
     return kvs[0] if kvs else None
+
+
+def _revisions(kv: KeyValue | None) -> tuple[int, int]:
+    """What a transaction compares of a key: its create and mod revisions (0 for an absent key)."""
+    return (kv.create_revision, kv.mod_revision) if kv else (0, 0)
 
 
 def _advanced(key: bytes, head: KeyValue | None, value: int, result: TxnResult) -> KeyValue:

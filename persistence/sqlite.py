@@ -29,7 +29,8 @@ import orjson
 from lease.sqlite import Clock, SqliteDatabase, SqliteLeases
 from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.facts import Fact, ResourceTotalChanged
-from persistence.decoding import Decoder, stored_fact
+from persistence.decoding import Decoder
+from persistence.encoding import at_seq, stored_fact
 from persistence.failpoints import failpoint
 from persistence.port import DEMAND_HISTORY, AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 from persistence.private import private_file
@@ -158,37 +159,53 @@ class SqliteController:
                     accepted.append(stored)
                 else:
                     refused.append(RefusedFact(id=fact.id, lease=fact.lease, fence=fact.fence, reason=reason))
-            stored_ids = self._stored_many(conn, fresh)
-            new = [f for i, f in fresh.items() if i not in stored_ids]
-            accepted += stored_ids.values()
-            inserted = self._insert_many(conn, new)
+            stored, inserted = self._insert_fresh(conn, fresh)
+            accepted += stored
             accepted += inserted
             _publish_totals(conn, inserted)
-            if new:
+            if inserted:
                 failpoint("journal.mid_batch")
             # Every input gets one outcome: a repeat within the batch is accepted as its first copy.
             outcome = {f.id: f for f in accepted}
             repeats = len(facts) - len(refused) - len(outcome)
             if repeats:
                 accepted = [outcome[f.id] for f in facts if f.id in outcome]
-        accepted.sort(key=lambda f: f.seq or 0)
+        if len(accepted) > len(inserted):  # else they are the inserted facts, in seq order already
+            accepted.sort(key=lambda f: f.seq or 0)
         return AppendResult(accepted=accepted, refused=refused)
 
+    def _insert_fresh(self, conn: sqlite3.Connection, fresh: dict[str, Fact]) -> tuple[list[Fact], list[Fact]]:
+        """Facts fit to go in, by id: the stored copies of those the log holds already, and the rest inserted.
+
+        All are inserted at once, and the unique index on ids says whether any is stored already (a retry
+        after an unknown outcome): only then, the insert undone, are they looked up and the others inserted.
+        """
+        if not fresh:
+            return [], []
+        conn.execute("SAVEPOINT fresh")
+        try:
+            stored: dict[str, Fact] = {}
+            inserted = self._insert_many(conn, list(fresh.values()))
+        except sqlite3.IntegrityError:
+            conn.execute("ROLLBACK TO fresh")
+            stored = self._stored_many(conn, fresh)
+            inserted = self._insert_many(conn, [f for i, f in fresh.items() if i not in stored])
+        conn.execute("RELEASE fresh")
+        return list(stored.values()), inserted
+
     def _insert_many(self, conn: sqlite3.Connection, facts: list[Fact]) -> list[Fact]:
-        """Insert facts whose ids are not stored; they take consecutive seqs (we hold the write lock)."""
+        """Insert facts at consecutive seqs after the last (we hold the write lock); a stored id raises."""
         if not facts:
             return []
         first = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM facts").fetchone()[0] + 1
         conn.executemany(
             "INSERT INTO facts (seq, id, time, provider, lease, fence, kind, v, payload)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (first + i, f.id, f.time, f.provider, f.lease, f.fence, f.kind, f.v,
-                 stored_fact(f))
-                for i, f in enumerate(facts)
-            ],
+            # A generator: each row is freed once bound, so a batch's rows never wake the garbage collector.
+            ((seq, f.id, f.time, f.provider, f.lease, f.fence, f.payload.kind, f.v, stored_fact(f))
+             for seq, f in enumerate(facts, first)),
         )
-        return [f.model_copy(update={"seq": first + i}) for i, f in enumerate(facts)]
+        return [at_seq(f, seq) for seq, f in enumerate(facts, first)]
 
     def _stored_many(self, conn: sqlite3.Connection, facts: dict[str, Fact]) -> dict[str, Fact]:
         """The stored facts among ``facts`` (a retry after an unknown outcome finds its facts here)."""
@@ -201,7 +218,7 @@ class SqliteController:
             ).fetchall()
             for fact_id, seq, payload in rows:
                 # A stored copy that no longer decodes is still the same fact, at its seq.
-                found[fact_id] = self._decode.fact(seq, payload) or facts[fact_id].model_copy(update={"seq": seq})
+                found[fact_id] = self._decode.fact(seq, payload) or at_seq(facts[fact_id], seq)
         return found
 
     def _stored(self, conn: sqlite3.Connection, fact: Fact) -> Fact | None:
@@ -209,7 +226,7 @@ class SqliteController:
         if row is None:
             return None
         # A stored copy that no longer decodes is still the same fact, at its seq.
-        return self._decode.fact(row[0], row[1]) or fact.model_copy(update={"seq": row[0]})
+        return self._decode.fact(row[0], row[1]) or at_seq(fact, row[0])
 
     def read(self, after: int = 0, limit: int = 10_000) -> list[Fact]:
         with self._db.read() as conn:

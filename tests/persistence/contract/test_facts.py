@@ -159,3 +159,21 @@ def test_second_handle_sees_facts_of_the_first(make_controller: MakeController) 
     more = second.append([usage(2, lease=lease)]).accepted
     assert more[0].seq > appended[0].seq
     assert first.read() == appended + more
+
+
+def test_a_retry_through_another_handle_finds_the_stored_facts_and_appends_only_the_new(
+    make_controller: MakeController,
+) -> None:
+    first, second = make_controller(), make_controller()
+    lease = first.leases.acquire(NAME, "a", ttl=10)
+    assert lease is not None
+    stored = first.append([usage(i, lease=lease, fact_id=f"intent-{i}") for i in range(3)]).accepted
+    # The second handle has not seen the log move: its first try meets a newer head, its next the stored ids.
+    retry = second.append([usage(i, lease=lease, fact_id=f"intent-{i}") for i in (2, 3, 0)])
+    assert retry.refused == []
+    assert retry.accepted[:2] == [stored[0], stored[2]]
+    [new] = retry.accepted[2:]
+    assert new.id == "intent-3" and new.seq == stored[-1].seq + 1
+    assert [f.id for f in first.read()] == ["intent-0", "intent-1", "intent-2", "intent-3"]
+    again = first.append([usage(3, lease=lease, fact_id="intent-3"), usage(4, lease=lease, fact_id="intent-4")])
+    assert again.accepted[0] == new and again.accepted[1].seq == new.seq + 1

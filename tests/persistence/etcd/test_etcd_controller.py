@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from lease.etcd_client import MAX_TXN_OPS, EtcdClient, EtcdTarget
+from lease.etcd_client import MAX_TXN_OPS, EtcdClient, EtcdTarget, absent, delete_op
 from messages.errors import ControllerUnavailable
 from persistence.controller import open_controller
 from persistence.port import Cursor
@@ -193,3 +193,18 @@ def test_a_renewal_gives_up_when_its_grant_expires_however_long_the_timeout(own_
     finally:
         member.proc.send_signal(signal.SIGCONT)
         c.close()
+
+
+def test_an_absent_compare_holds_until_the_key_is_put_and_after_it_is_deleted(etcd_url: str) -> None:
+    client = EtcdClient(EtcdTarget.from_url(etcd_url))
+    try:
+        key = client.key("ids", "usage-1")
+        assert client.txn([absent(key)], []).succeeded
+        client.put(key, b"1")
+        assert not client.txn([absent(key)], []).succeeded
+        client.put(key, b"2")  # a later version: still there
+        assert not client.txn([absent(key)], []).succeeded
+        client.txn([], [delete_op(key)])
+        assert client.txn([absent(key)], []).succeeded
+    finally:
+        client.close()
