@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.base import Actor, Tells, handles
+from actors.pacing import FirstScans
 from actors.planner import PlannerActor
 from actors.provider import CallsFactory, ProviderActor
 from actors.pumps import Ticker
@@ -48,9 +49,10 @@ log = logging.getLogger(__name__)
 PLANNER = "planner"
 INSTANCE = "instance:"
 ACQUIRE_BATCH = 100
-#: Seconds between the first scans of the providers this daemon serves (20 a second). Taking up
-#: a thousand providers at once, asking each at the same moment what it holds would send a
-#: thousand list calls to the providers' APIs together, and hold every answer in memory at once.
+#: Seconds between the regular scans of the providers this daemon serves (20 a second), each
+#: period: their first scans take turns (``actors.pacing``) as soon as their owners have caught up,
+#: and each owner's later scans keep the phase its place in ``serves`` gives it, so that a thousand
+#: providers are not all asked what they hold in the same moment, each period.
 SCAN_PACE = 0.05
 
 
@@ -136,6 +138,8 @@ class LeaseActor(Actor):
         self.acquire_batch = ACQUIRE_BATCH
         self.held: dict[str, _Held] = {}
         self.last_round = float("-inf")
+        #: The owners' first scans take turns, as many at once as the script workers run (two calls each).
+        self.first_scans = FirstScans(cfg.instance.script_workers // 2)
         self.roles = self._roles(cfg)
 
     def on_start(self) -> None:
@@ -326,6 +330,7 @@ class LeaseActor(Actor):
             pcfg, lease, revoked, self.journal, self.actor_ref, self.cfg.policy,
             self.cfg.resources, self.home / "providers" / pcfg.name, self.calls_factory, self.shared,
             clock=self.clock, scan_after=SCAN_PACE * self.cfg.instance.serves.index(pcfg.name),
+            turns=self.first_scans,
         )
 
     def _drop(self, name: str, reason: str, release: bool = False) -> None:

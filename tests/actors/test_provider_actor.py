@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from actors.base import Ping
 from actors.lease import Revocation
+from actors.pacing import FirstScans
 from actors.provider import ProviderActor
 from config.models import PolicyConfig
 from messages.commands import Append, Appended, CaughtUp, HostEvents, Subscribe, SupplyChanged, Tick
 from messages.demand import HostEvent, SupplyHost, SupplySnapshot
 from messages.facts import InstanceSeen, Order, RequestPlanned, make_fact
-from messages.scripts import ScriptResult
+from messages.scripts import Holdings, ScriptResult
 from owner.scans import SCAN_EVERY_POLLS
 from persistence.controller import open_controller
 from persistence.shared import SharedProjection
@@ -36,24 +37,70 @@ def test_a_run_not_started_is_forgotten_and_tried_again_not_taken_for_a_broken_p
         assert calls.next("request").token == "o.1", "the next reconcile runs it again"
 
 
-def test_a_paced_owner_scans_its_provider_first_after_its_delay_and_never_later_than_a_period(tmp_path):
+def test_a_paced_owner_scans_at_once_and_later_one_period_after_its_phase_never_later_than_two(tmp_path):
+    """``scan_after`` no longer holds the first scan back (turns do that): it sets the phase of the later ones."""
     period = PolicyConfig().poll_every * SCAN_EVERY_POLLS
 
-    def first_scan(scan_after: float, where) -> float:
+    def scans(scan_after: float, where) -> list[float]:
         now = [T0]
+        at = []
         with owner(where, now, scan_after=scan_after) as (ref, _, calls, _shared):
-            # Caught up: its first reconcile describes the provider (and, unpaced, lists it too).
-            first = [calls.next("describe")] + _drain(calls)
-            while not any(c.action == "list" for c in first):
+            calls.next("describe")
+            ref.ask(Ping())
+            while len(at) < 2:
+                for call in _drain(calls):
+                    if call.action == "list":
+                        at.append(now[0] - T0)
+                        calls.answer(call, _LISTED)
                 now[0] += 1.0
                 ref.tell(Tick(now=now[0]))
                 ref.ask(Ping())
-                first = _drain(calls)
-            return now[0] - T0
+            return at
 
-    assert first_scan(0.0, tmp_path / "a") == 0.0, "unpaced: at once"
-    assert first_scan(30.0, tmp_path / "b") == 30.0
-    assert first_scan(10 * period, tmp_path / "c") == period
+    assert scans(0.0, tmp_path / "a") == [0.0, period]
+    assert scans(30.0, tmp_path / "b") == [0.0, 30.0 + period]
+    assert scans(10 * period, tmp_path / "c") == [0.0, 2 * period]
+
+
+def test_an_owner_scans_first_at_its_turn_and_gives_the_turn_back_once_the_answer_is_read(tmp_path):
+    """A daemon taking up many providers: each owner's first scan waits for a turn (the only one held by
+    another owner), and the turn passes on only once the scan's answer is in and read."""
+    now = [T0]
+    turns = FirstScans(1)
+    assert turns.ask("another owner", Inbox())
+    with owner(tmp_path, now, turns=turns) as (ref, _, calls, _shared):
+        calls.next("describe")
+        ref.ask(Ping())
+        for _ in range(3):
+            now[0] += 100.0  # beyond a scan period: still no scan without a turn
+            ref.tell(Tick(now=now[0]))
+            ref.ask(Ping())
+        assert [c.action for c in _drain(calls)].count("list") == 0
+        assert turns.waiting() == 1
+        turns.give_back("another owner")
+        listing = calls.next("list")
+        assert turns.under_way() == 1, "its turn is held while the list is under way"
+        now[0] += 1.0
+        calls.answer(listing, _LISTED)
+        ref.ask(Ping())
+        assert turns.under_way() == 0 and turns.waiting() == 0, "answer read: the turn is given back"
+
+
+def test_an_owner_stopped_while_it_waits_for_its_turn_leaves_the_queue(tmp_path):
+    now = [T0]
+    turns = FirstScans(1)
+    turns.ask("another owner", Inbox())
+    with owner(tmp_path, now, turns=turns) as (ref, _, calls, _shared):
+        calls.next("describe")
+        ref.ask(Ping())
+        assert turns.waiting() == 1
+    assert turns.waiting() == 0
+    turns.give_back("another owner")
+    assert turns.under_way() == 0, "nobody is left to hand the turn to"
+
+
+#: A provider that holds nothing.
+_LISTED = ScriptResult(provider="p", action="list", outcome="ok", output=Holdings(machines=[]))
 
 
 def _drain(calls: ScriptedCalls) -> list:

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 
 from actors.journal import JournalActor
 from actors.lease import Revocation
+from actors.pacing import FirstScans
 from actors.provider import ProviderActor
 from config.models import PolicyConfig, ProviderConfig
 from persistence.controller import open_controller
@@ -17,7 +18,8 @@ CFG = ProviderConfig.model_validate({"name": "p", "kind": "hosts", "script": {"s
 
 
 @contextmanager
-def owner(tmp_path, now: list[float], scan_after: float = 0.0, policy: PolicyConfig | None = None):
+def owner(tmp_path, now: list[float], scan_after: float = 0.0, policy: PolicyConfig | None = None,
+          turns: FirstScans | None = None):
     controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}", clock=lambda: now[0])
     shared = SharedProjection()
     journal = JournalActor.start(controller, shared=shared)
@@ -25,7 +27,7 @@ def owner(tmp_path, now: list[float], scan_after: float = 0.0, policy: PolicyCon
     calls = ScriptedCalls()
     ref = ProviderActor.start(CFG, lease, Revocation(float("inf")), journal, Inbox(),
                               policy or PolicyConfig(), [], tmp_path, calls.factory, shared,
-                              clock=lambda: now[0], scan_after=scan_after)
+                              clock=lambda: now[0], scan_after=scan_after, turns=turns)
     try:
         yield ref, journal, calls, shared
     finally:
