@@ -23,9 +23,15 @@ told ``ScanTurn`` when it comes.
 from __future__ import annotations
 
 import threading
+from collections.abc import Container
 from typing import Any
 
 import pykka
+
+from owner.calls import CheckReclaims, List, ScanStatus
+
+#: The slots of a scan's calls: its turn is given back once none of them is under way.
+SCAN_SLOTS = (List, ScanStatus, CheckReclaims)
 
 
 class ScanTurn:
@@ -95,3 +101,53 @@ class FirstScans:
         """Owners waiting for a turn."""
         with self._lock:
             return len(self._waiting)
+
+
+class FirstScan:
+    """One owner's place in the turns: none taken or wanted (no turns, or its first scan is done), waiting
+    for its turn, holding it, its scan under way. Its own object, so that the owner keeps one attribute."""
+
+    __slots__ = ("turns", "phase", "key", "state")
+    NONE, AWAITING, TURN, SCANNING = range(4)
+
+    def __init__(self, turns: FirstScans | None, phase: float = 0.0) -> None:
+        self.turns, self.phase, self.key, self.state = turns, phase, "", self.NONE
+
+    @property
+    def over(self) -> bool:
+        """No first scan is waited for or under way: the owner's scans keep their own period."""
+        return self.state == self.NONE
+
+    def ask(self, key: str, ref: Any, now: float, period: float) -> float:
+        """Caught up: the first scan is due now, or when ``ref`` is told ``ScanTurn``. Returns when the later
+        scans count their period from: ``phase`` (at most one period) after now, so that a daemon's owners,
+        caught up together, do not all scan again in the same moment."""
+        self.key = key
+        self.state = self.TURN if self.turns is None or self.turns.ask(key, ref) else self.AWAITING
+        return now + min(self.phase, period)
+
+    def told(self) -> bool:
+        """``ScanTurn`` came: True if it was waited for (it is told once, to an owner that waits)."""
+        if self.state != self.AWAITING:
+            return False
+        self.state = self.TURN
+        return True
+
+    def take(self) -> bool:
+        """True once, when the turn is held: the first scan starts now."""
+        if self.state != self.TURN:
+            return False
+        self.state = self.SCANNING
+        return True
+
+    def scanned(self, busy: Container[object]) -> None:
+        """The first scan's answers are all in and read (or it made no call): the turn goes to the next owner."""
+        if self.state == self.SCANNING and not any(slot in busy for slot in SCAN_SLOTS):
+            self.end()
+
+    def end(self) -> None:
+        """Held or awaited, the turn goes to the next owner waiting."""
+        if self.state != self.NONE:
+            self.state = self.NONE
+            if self.turns is not None:
+                self.turns.give_back(self.key)

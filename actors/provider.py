@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.base import Actor, Mandate, Tells, handles
-from actors.pacing import FirstScans, ScanTurn
+from actors.pacing import FirstScan, FirstScans, ScanTurn
 from actors.pooled import PooledActor
 from actors.repeats import Repeats
 from config.models import PolicyConfig, ProviderConfig, ResourceConfig
@@ -43,7 +43,7 @@ from messages.commands import (
 )
 from messages.demand import HostEvent, SupplySnapshot
 from messages.facts import make_fact
-from owner.calls import Call, CallDone, Carry, CheckReclaims, List, OnDone, Poll, ProviderCalls, ScanStatus
+from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
 from owner.effects import Effects, Notes, Write
 from owner.health import describe_again, health, why_degraded
@@ -60,12 +60,6 @@ from persistence.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 
-#: The slots of a scan's calls: its turn is given back once none of them is under way.
-SCAN_SLOTS = (List, ScanStatus, CheckReclaims)
-#: Where an owner stands with its first scan's turn (``actors.pacing``): none taken or wanted (no
-#: turns, or the first scan is done), waiting for it, holding it, its scan under way.
-NO_TURN, AWAITING, TURN, SCANNING = range(4)
-
 #: Makes an owner's port to its provider: (config, work folder, where results go, whether it may still act).
 CallsFactory = Callable[[ProviderConfig, Path, OnDone, Callable[[], bool]], ProviderCalls]
 
@@ -73,32 +67,16 @@ CallsFactory = Callable[[ProviderConfig, Path, OnDone, Callable[[], bool]], Prov
 class ProviderActor(PooledActor, Actor):
     """The owner of one provider; a thousand of them take turns on a few threads (``actors.pooled``)."""
 
-    def __init__(
-        self,
-        cfg: ProviderConfig,
-        lease: Lease,
-        revoked: Mandate,
-        journal: Tells,
-        lease_actor: Tells,
-        policy: PolicyConfig,
-        resources: list[ResourceConfig],
-        work_dir: Path,
-        calls_factory: CallsFactory,
-        shared: SharedProjection,
-        clock: Callable[[], float] = time.time,
-        scan_after: float = 0.0,
-        turns: FirstScans | None = None,
-    ) -> None:
+    def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Tells, lease_actor: Tells,
+                 policy: PolicyConfig, resources: list[ResourceConfig], work_dir: Path, calls_factory: CallsFactory,
+                 shared: SharedProjection, clock: Callable[[], float] = time.time, scan_after: float = 0.0,
+                 turns: FirstScans | None = None) -> None:
         """``shared``: the journal's projection of every fact, of which this owner reads its provider's part.
 
-        ``turns``: the daemon's turns for first scans (``actors.pacing``). Once caught up, the owner
-        makes its first orphan search and reclaims check when its turn comes, and gives the turn back
-        once their answers are read; without ``turns``, at once.
-
-        ``scan_after``: the phase of its later scans: the second comes one scan period after the
-        first, and no sooner than ``scan_after`` (at most one period) plus a period after it caught
-        up. A daemon spreads its providers' regular scans over the period this way, rather than
-        asking them all what they hold in the same moment, each period.
+        ``turns``: the daemon's turns for first scans (``actors.pacing``): once caught up, the owner makes
+        its first orphan search and reclaims check when its turn comes (without ``turns``, at once).
+        ``scan_after``: the phase of its later scans (at most one period), so that a daemon's providers
+        are not all asked what they hold in the same moment, each period.
         """
         super().__init__()
         # At most 29 attributes in all (pykka's four included): beyond that Python gives each
@@ -112,17 +90,14 @@ class ProviderActor(PooledActor, Actor):
         self.calls_factory = calls_factory
         self.view = shared
         self.clock = clock
-        self.turns = turns
-        self.turn = NO_TURN
+        self.first_scan = FirstScan(turns, phase=scan_after)
         self.ready = False
         self.inherited_upto = 0
         #: slot -> since: calls under way and writes awaiting the journal's answer
         self.busy: dict[object, float] = {}
         self.last_poll = 0.0
         self.last_usage = 0.0
-        #: until caught up, ``scan_after`` (the phase of its later scans): one attribute fewer keeps the
-        #: instance without a dict of its own
-        self.last_scan = scan_after
+        self.last_scan = 0.0
         self.describe_due = 0.0
         #: describe's failures in a row, and the last one's reason (enough of them degrade the provider)
         self.describe_failed: tuple[int, str] = (0, "")
@@ -160,7 +135,7 @@ class ProviderActor(PooledActor, Actor):
         # The provider's processes first: a persistent one must not act a moment longer than the lease.
         if self.calls is not None:
             self.calls.stop()
-        self._end_turn()  # held or awaited, the next owner waiting gets it
+        self.first_scan.end()
         self.journal.tell(Unsubscribe(ref=self.actor_ref))
         log.info("provider %s: stopped", self.name)
 
@@ -184,23 +159,18 @@ class ProviderActor(PooledActor, Actor):
 
     @handles(CaughtUp)
     def _caught_up(self, msg: CaughtUp) -> None:
-        first = not self.ready
+        now = self.clock()
+        if not self.ready:  # the first scan is due now, or at its turn
+            period = self.s.policy.poll_every * SCAN_EVERY_POLLS
+            self.last_scan = self.first_scan.ask(self.actor_urn, self.actor_ref, now, period)
         self.ready = True
         self.inherited_upto = msg.seq
-        now = self.clock()
-        if first:
-            # The first scan is due now (or at its turn); ``last_scan`` holds the phase of the later ones
-            # until it is taken.
-            self.last_scan = now + min(self.last_scan, self.s.policy.poll_every * SCAN_EVERY_POLLS)
-            self.turn = TURN if self.turns is None or self.turns.ask(self.actor_urn, self.actor_ref) else AWAITING
         self._reconcile(now)
 
     @handles(ScanTurn)
     def _scan_turn(self, _: ScanTurn) -> None:
-        if self.turn != AWAITING:
-            return  # only an owner that waits is told, once
-        self.turn = TURN
-        self._reconcile(self.clock())
+        if self.first_scan.told():
+            self._reconcile(self.clock())
 
     @handles(DemandChanged)
     def _demand(self, _: DemandChanged) -> None:
@@ -271,41 +241,25 @@ class ProviderActor(PooledActor, Actor):
             return
         p, s, policy = self.p, self.s, self.s.policy
         fx = describe(self.busy) if now >= self.describe_due else Effects()
-        fx += health(p, s, why_degraded(self._port_health(), *self.describe_failed), self.busy)
+        port = self.calls.health() if self.calls is not None else ""
+        fx += health(p, s, why_degraded(port, *self.describe_failed), self.busy)
         fx += step(p, s, now, self.busy, self.inherited_upto)
         if now - self.last_poll >= policy.poll_every and Poll not in self.busy:
             self.last_poll = now
             fx += poll(p, s)
             if self.unlisted.since:
                 self._correct(now)  # someone is missing from the view: is their grace over?
-        if self.turn == TURN:
-            self.turn = SCANNING
+        if self.first_scan.take():
             self.last_scan = max(self.last_scan, now)
             fx += scan(p, s, now, self.busy)
-        elif self.turn == NO_TURN and now - self.last_scan >= policy.poll_every * SCAN_EVERY_POLLS:
+        elif self.first_scan.over and now - self.last_scan >= policy.poll_every * SCAN_EVERY_POLLS:
             self.last_scan = now
             fx += scan(p, s, now, self.busy)
         if s.kind == "units" and now - self.last_usage >= policy.poll_every:
             self.last_usage = now
             fx += read_usage(s, self.busy)
         self._carry(fx)
-        self._scanned()
-
-    def _scanned(self) -> None:
-        """The first scan's answers are all in and read (or it made no call): its turn goes to the next owner."""
-        if self.turn == SCANNING and not any(slot in self.busy for slot in SCAN_SLOTS):
-            self._end_turn()
-
-    def _end_turn(self) -> None:
-        if self.turn != NO_TURN:
-            self.turn = NO_TURN
-            if self.turns is not None:
-                self.turns.give_back(self.actor_urn)
-
-    def _port_health(self) -> str:
-        """Why the port's provider is degraded (a persistent process that cannot start or keeps dying)."""
-        port_health = getattr(self.calls, "health", None)
-        return port_health() if port_health is not None else ""
+        self.first_scan.scanned(self.busy)
 
     def _carry(self, fx: Effects) -> None:
         """Carry effects out: notes to the log, writes to the journal, calls to the provider."""
@@ -372,7 +326,7 @@ class ProviderActor(PooledActor, Actor):
             # Not run: the mandate lapsed between submit and start (it may be renewed by now). Nothing
             # happened at the provider, so there is nothing to record; the next reconcile decides again.
             log.info("provider %s: %s", self.name, result.reason)
-            self._scanned()
+            self.first_scan.scanned(self.busy)
             return
         purpose = call.purpose
         if isinstance(purpose, Carry):
@@ -390,5 +344,4 @@ class ProviderActor(PooledActor, Actor):
         self._carry(fx)
         if call.action == "describe":
             self._reconcile(now)  # a provider whose describe keeps failing (or serves again) says so now
-        self._scanned()
-
+        self.first_scan.scanned(self.busy)

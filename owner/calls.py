@@ -127,6 +127,11 @@ class ProviderCalls(Protocol):
 
     def stop(self) -> None: ...
 
+    def health(self) -> str:
+        """Why the provider is degraded now (its persistent process cannot start or keeps dying), empty when
+        it serves; the owner records a change (``owner.health``)."""
+        ...
+
 
 #: How a port hands a finished call back to its owner.
 OnDone = Callable[[CallDone], None]

@@ -68,6 +68,10 @@ class SimCalls:
     def stop(self) -> None:
         self.epoch += 1
 
+    def health(self) -> str:
+        """A simulated provider has no process to keep: never degraded."""
+        return ""
+
     def news(self, provider_request_id: str, action: str) -> News:
         """What the simulator may know and a live owner cannot: when an accepted call's status changes.
 

@@ -145,6 +145,9 @@ class _SimAnswering:
     def stop(self) -> None:
         self.calls.stop()
 
+    def health(self) -> str:
+        return self.calls.health()
+
     def news(self, provider_request_id: str, action: str) -> News:
         return News()  # everything is complete at the first poll
 

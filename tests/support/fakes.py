@@ -42,6 +42,9 @@ class ScriptedCalls:
     def stop(self) -> None:
         self.stopped = True
 
+    def health(self) -> str:
+        return ""
+
     def next(self, action: str | None = None, timeout: float = 5.0):
         """The next call submitted (of ``action``, skipping others)."""
         while True:
