@@ -76,10 +76,18 @@ def plan(
         rejected = _Rejections(made)
         candidates = _Candidates()
         chosen: list[Chosen] = []
+        #: once the need is covered, why the other offers took nothing: the same words for every provider
+        #: that took nothing (key ""), and for each that did (its templates named)
+        covered: dict[str, str] = {}
+        took: set[str] = set()  # providers chosen
         remaining = need
         for k, offer in enumerate(offers if need > 0 else ()):
             if remaining <= 0:
-                if not candidates.weigh(_passed(item, offer, f"not needed: covered by {_covered(chosen, offer)}")):
+                key = offer.provider if offer.provider in took else ""
+                why = covered.get(key)
+                if why is None:
+                    why = covered[key] = f"not needed: covered by {_covered(chosen, offer)}"
+                if not candidates.weigh(offer.provider, why, lambda: _passed(item, offer, why)):
                     candidates.unlisted += len(offers) - k - 1  # the list is full: the rest only counted
                     break
                 continue
@@ -88,15 +96,16 @@ def plan(
             why = rooms.blocked(offer)
             if why is not None:
                 rejected.add(offer.provider, why)
-                candidates.weigh(_passed(item, offer, why))
+                candidates.weigh(offer.provider, why, lambda: _passed(item, offer, why))
                 continue
             room, why = rooms.room(offer, item.kind)
             amount = size(remaining, room, offer.min_request, offer.step)
             if amount <= 0:
                 rejected.add(offer.provider, why)
-                candidates.weigh(_passed(item, offer, why))
+                candidates.weigh(offer.provider, why, lambda: _passed(item, offer, why))
                 continue
             chosen.append(_chosen(item, offer, amount))
+            took.add(offer.provider)
             candidates.took(chosen[-1], why if amount < remaining else "")
             rooms.take(offer, item.kind, amount)
             remaining -= amount
@@ -213,7 +222,7 @@ def _bundle_candidates(candidates: _Candidates, offers: list[Offer], chosen: lis
         if mine:
             continue
         why = rejected.get(p) or (f"not needed: covered by {covered}" if covered else "not chosen")
-        if not candidates.weigh(Candidate(provider=p, why=why)):
+        if not candidates.weigh(p, why, lambda: Candidate(provider=p, why=why)):
             return
 
 
@@ -238,9 +247,10 @@ class _Candidates:
         self.listed.append(Candidate(provider=chosen.provider, template=chosen.template, resource=chosen.resource,
                                      count=chosen.count, bundles=chosen.bundles, why=why))
 
-    def weigh(self, candidate: Candidate) -> bool:
-        """List a candidate that took nothing; False once the list is full (the caller may stop)."""
-        key = (candidate.provider, candidate.why)
+    def weigh(self, provider: str, why: str, candidate: Callable[[], Candidate]) -> bool:
+        """List a candidate that took nothing (made only if listed: most are not); False once the list is full
+        (the caller may stop)."""
+        key = (provider, why)
         if key in self._said:
             return True
         self._said.add(key)
@@ -248,7 +258,7 @@ class _Candidates:
             self.unlisted += 1
             return False
         self._others += 1
-        self.listed.append(candidate)
+        self.listed.append(candidate())
         return True
 
     def mismatched(self, providers: list[str], explain: Callable[[str], str]) -> None:
