@@ -15,7 +15,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator
 
 from messages.facts import (
     USE_READ,
@@ -118,16 +118,42 @@ class Part:
     requests: dict[str, None] = field(default_factory=dict)
 
 
-class Open(NamedTuple):
-    """What is still in motion at a provider, each in the order of the log."""
+class Open:
+    """What is still in motion at a provider, each in the order of the log: untaken orders, requests not in
+    a terminal state, live instances and grants (unpacks as those four).
 
-    #: orders no request has taken up yet
-    orders: list[OrderRecord]
-    #: requests not in a terminal state
-    requests: list[RequestRecord]
-    #: instances and grants not in a terminal state
-    instances: list[InstanceRecord]
-    grants: list[GrantRecord]
+    Each list is made when it is read: an owner reads its open requests or its grants at every tick, and
+    making its hundreds of live instances along with them cost more than the rest of the tick.
+    """
+
+    __slots__ = ("_p", "_parts")
+
+    def __init__(self, p: Projection, parts: list[Part]) -> None:
+        self._p, self._parts = p, parts
+
+    @property
+    def orders(self) -> list[OrderRecord]:
+        """Orders no request has taken up yet."""
+        orders = self._p.orders
+        return [orders[i] for part in self._parts for i in part.open_orders]
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        requests = self._p.requests
+        return [requests[i] for part in self._parts for i in part.open_requests]
+
+    @property
+    def instances(self) -> list[InstanceRecord]:
+        instances = self._p.instances
+        return [instances[k] for part in self._parts for k in part.live_instances]
+
+    @property
+    def grants(self) -> list[GrantRecord]:
+        grants = self._p.grants
+        return [grants[i] for part in self._parts for i in part.live_grants]
+
+    def __iter__(self) -> Iterator[list]:
+        return iter((self.orders, self.requests, self.instances, self.grants))
 
 
 #: Every record's history before its first change (immutable, so one serves them all).
@@ -234,13 +260,7 @@ class Projection:
     def open(self, provider: str | None = None) -> "Open":
         """What is still in motion at ``provider`` (None: at every provider, one after another):
         untaken orders, open requests, live instances and grants, each in the order of the log."""
-        parts = self._parts(provider)
-        return Open(
-            [self.orders[i] for part in parts for i in part.open_orders],
-            [self.requests[i] for part in parts for i in part.open_requests],
-            [self.instances[k] for part in parts for k in part.live_instances],
-            [self.grants[i] for part in parts for i in part.live_grants],
-        )
+        return Open(self, self._parts(provider))
 
     def instances_in(self, *states: str, provider: str | None = None) -> list[InstanceRecord]:
         """Live instances of ``provider`` (None: of every provider) now in any of ``states``, in the order of the log.

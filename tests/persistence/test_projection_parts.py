@@ -65,7 +65,7 @@ def test_without_a_provider_the_parts_add_up_to_everything_in_motion():
 def test_a_provider_with_nothing_in_motion_has_an_empty_part_that_stays_empty():
     p = Projection()
     p.apply_all(_log())
-    assert p.open("nobody") == ([], [], [], []) and p.instances_in("running", provider="nobody") == []
+    assert tuple(p.open("nobody")) == ([], [], [], []) and p.instances_in("running", provider="nobody") == []
     assert p.requests_by("nobody") == []
     assert "nobody" not in p.parts, "reading a part creates none"
 
