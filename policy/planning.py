@@ -87,7 +87,7 @@ def plan(
                 why = covered.get(key)
                 if why is None:
                     why = covered[key] = f"not needed: covered by {_covered(chosen, offer)}"
-                if not candidates.weigh(offer.provider, why, lambda: _passed(item, offer, why)):
+                if not candidates.weigh(offer.provider, why, item, offer):
                     candidates.unlisted += len(offers) - k - 1  # the list is full: the rest only counted
                     break
                 continue
@@ -96,13 +96,13 @@ def plan(
             why = rooms.blocked(offer)
             if why is not None:
                 rejected.add(offer.provider, why)
-                candidates.weigh(offer.provider, why, lambda: _passed(item, offer, why))
+                candidates.weigh(offer.provider, why, item, offer)
                 continue
             room, why = rooms.room(offer, item.kind)
             amount = size(remaining, room, offer.min_request, offer.step)
             if amount <= 0:
                 rejected.add(offer.provider, why)
-                candidates.weigh(offer.provider, why, lambda: _passed(item, offer, why))
+                candidates.weigh(offer.provider, why, item, offer)
                 continue
             chosen.append(_chosen(item, offer, amount))
             took.add(offer.provider)
@@ -222,7 +222,7 @@ def _bundle_candidates(candidates: _Candidates, offers: list[Offer], chosen: lis
         if mine:
             continue
         why = rejected.get(p) or (f"not needed: covered by {covered}" if covered else "not chosen")
-        if not candidates.weigh(p, why, lambda: Candidate(provider=p, why=why)):
+        if not candidates.weigh(p, why):
             return
 
 
@@ -247,9 +247,11 @@ class _Candidates:
         self.listed.append(Candidate(provider=chosen.provider, template=chosen.template, resource=chosen.resource,
                                      count=chosen.count, bundles=chosen.bundles, why=why))
 
-    def weigh(self, provider: str, why: str, candidate: Callable[[], Candidate]) -> bool:
-        """List a candidate that took nothing (made only if listed: most are not); False once the list is full
-        (the caller may stop)."""
+    def weigh(self, provider: str, why: str, item: HostItem | UnitItem | None = None,
+              offer: Offer | None = None) -> bool:
+        """List a candidate that took nothing: ``offer`` for ``item``, or (without them) ``provider`` as a whole.
+        False once the list is full (the caller may stop). It is made only if listed: most are not, and a
+        round weighs tens of thousands."""
         key = (provider, why)
         if key in self._said:
             return True
@@ -258,7 +260,8 @@ class _Candidates:
             self.unlisted += 1
             return False
         self._others += 1
-        self.listed.append(candidate())
+        self.listed.append(_passed(item, offer, why) if item is not None and offer is not None
+                           else Candidate(provider=provider, why=why))
         return True
 
     def mismatched(self, providers: list[str], explain: Callable[[str], str]) -> None:
