@@ -18,7 +18,7 @@ from simprov_calls import parse_v2
 from simprov_clock import now
 from simprov_config import ACTIONS, load_config
 from simprov_engine import advance, perform
-from simprov_exit import BAD_INPUT, CONFIG, USAGE, SimExit
+from simprov_exit import BAD_INPUT, CONFIG, USAGE, SimExit, read_json
 from simprov_lsf import ACTIONS as LSF_ACTIONS
 from simprov_lsf import parse_lsf, render
 from simprov_serve import HUGE, serve
@@ -51,17 +51,12 @@ def state_dir(env: Mapping[str, str]) -> str:
     return folder
 
 
-def _read_input(args: List[str]) -> Dict[str, Any]:
+def read_input(args: List[str]) -> Dict[str, Any]:
+    """The call's input document, from ``-f PATH`` as the contract passes it."""
     if len(args) != 2 or args[0] != "-f":
         raise SimExit(USAGE, USAGE_TEXT)
     path = args[1]
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise SimExit(BAD_INPUT, f"input file {path}: cannot read: {e.strerror}") from None
-    except ValueError as e:
-        raise SimExit(BAD_INPUT, f"input file {path}: not valid JSON: {e}") from None
+    doc = read_json(path, BAD_INPUT, "input file")
     if not isinstance(doc, dict):
         raise SimExit(BAD_INPUT, f"input file {path}: must hold a JSON object")
     return doc
@@ -76,7 +71,7 @@ def _serve(action: str, args: List[str], lsf: bool) -> int:
     env = os.environ
     cfg = load_config(config_path(env))
     folder = state_dir(env)
-    doc = _read_input(args)
+    doc = read_input(args)
     call = parse_lsf(action, doc, cfg, env) if lsf else parse_v2(action, doc, cfg, env.get("PROVISIONER_TOKEN"))
     with locked_state(folder) as state:
         answer = perform(cfg, state, now(), call)

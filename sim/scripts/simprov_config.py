@@ -7,11 +7,10 @@ instead of a simulator that quietly behaves unlike what was written.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
-from simprov_exit import CONFIG, SimExit
+from simprov_exit import CONFIG, SimExit, read_json
 
 ACTIONS = ("describe", "request", "status", "return", "list", "reclaims", "usage")
 _PREFIX = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
@@ -294,13 +293,4 @@ def parse_config(doc: Any, file: str) -> SimConfig:
 
 
 def load_config(path: str) -> SimConfig:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise SimExit(CONFIG, f"sim config {path}: cannot read: {e.strerror}") from None
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise SimExit(CONFIG, f"sim config {path}: not valid JSON: {e}") from None
-    return parse_config(doc, path)
+    return parse_config(read_json(path, CONFIG, "sim config"), path)

@@ -51,11 +51,11 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from simprov_calls import parse_v2
 from simprov_chance import chance
-from simprov_cli import _read_input, config_path, state_dir
+from simprov_cli import config_path, read_input, state_dir
 from simprov_clock import now
 from simprov_config import ACTIONS, SimConfig, Span, load_config
 from simprov_engine import perform
-from simprov_exit import CAPACITY, CONFIG, TRANSIENT, USAGE, SimExit
+from simprov_exit import CAPACITY, CONFIG, TRANSIENT, USAGE, SimExit, read_json
 from simprov_store import locked_state
 
 #: Faults of one call, in the order their rates are laid out on [0, 1).
@@ -147,13 +147,7 @@ def parse(doc: Any) -> LiarConfig:
 
 
 def load(path: str) -> LiarConfig:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise SimExit(CONFIG, f"liar config {path}: cannot read: {e.strerror}") from None
-    except ValueError as e:
-        raise SimExit(CONFIG, f"liar config {path}: not valid JSON: {e}") from None
+    doc = read_json(path, CONFIG, "liar config")
     try:
         return parse(doc)
     except ValueError as e:
@@ -349,7 +343,7 @@ def run(action: str, args: List[str]) -> int:
     liar = load(env["LIAR_CONFIG"])
     cfg = load_config(config_path(env))
     folder = state_dir(env)
-    doc = _read_input(args)
+    doc = read_input(args)
     with liar_state(folder) as st:
         st["calls"] += 1
         fault = call_fault(liar, action, st["calls"])
