@@ -38,8 +38,7 @@ class ScriptCalls:
     def health(self) -> str:
         """Why the provider is degraded (its persistent process cannot start or keeps dying); empty when
         it is fine, and always for one-shot runs, which have no process to keep."""
-        health = getattr(self.runner, "health", None)
-        return health() if health is not None else ""
+        return self.runner.health()
 
     def _finished(self, result: ScriptResult, call: Any) -> None:
         try:

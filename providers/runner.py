@@ -175,6 +175,10 @@ class ScriptRunner:
             self._jobs.put(job)
             self._offer()
 
+    def health(self) -> str:
+        """Always well: a one-shot run has no process to keep between calls (``PersistentRunner.health``)."""
+        return ""
+
     def stop(self, kill: bool = True, wait: float = 5.0) -> None:
         """Refuse new work, end queued runs with "runner stopped", and (``kill``) end running scripts.
 
