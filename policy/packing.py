@@ -532,8 +532,12 @@ class _Packer:
             dropped = True
             self.closed.add(i)
             cut = n - want
+            # The hosts this level added go first (a level's count was on the granularity when it
+            # ended, so they are enough): a host carrying an item of higher priority, whose level is
+            # done, would leave its bundles with nowhere to go. Then the least loaded.
             mine = sorted((b for b in self.batches if b.template.index == i and b.hosts > 0),
-                          key=lambda b: sum(b.pattern.values()))
+                          key=lambda b: (max((c.priority for c in b.pattern), default=-1 << 30),
+                                         sum(b.pattern.values())))
             for b in mine:
                 k = min(cut, b.hosts)
                 b.hosts -= k

@@ -114,6 +114,19 @@ def test_granularity_rounds_up_with_empty_hosts_or_moves_the_bundles():
     assert sorted(shape(out)) == [("medium", 2, [(2, {"j1": 4})]), ("small", 4, [(4, {"j1": 1})])]
 
 
+def test_granularity_at_a_lower_priority_drops_its_own_hosts_not_a_higher_items():
+    # Found by the packing properties: "stepped" takes 1, 3 or 5 hosts. "high" fills 5 of them; "low" tops up
+    # their spare space and wants a sixth, which the step cannot give. The host dropped must be low's own,
+    # which then goes to "spare"; dropping one of high's hosts left high's bundles unplaced for good.
+    stepped = offer("stepped", 8, 32, 0.0, max_number=6, step=2, provider="a")
+    spare = offer("spare", 4, 16, 0.0, max_number=1, provider="b")
+    out = pack([Wish("high", 9, {"ncpus": 4}, [stepped, spare], priority=1),
+                Wish("low", 18, {"ncpus": 0.25}, [stepped, spare])])
+    assert out.unplaced == [], [(u.item, u.count, u.reason) for u in out.unplaced]
+    assert out.placed("high") == 9 and out.placed("low") == 18
+    assert {p.offer.key: p.count for p in out.orders} == {"stepped": 5, "spare": 1}
+
+
 def test_priority_first_then_cost():
     dear = offer("dear", 8, 32, 0.80, priority=5, max_number=2)
     out = pack([Wish("j1", 12, {"ncpus": 2, "mem": 8}, [MEDIUM, dear])])
