@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any, NamedTuple
 
 from messages.demand import BundleItem, HostItem, UnitItem
 from messages.description import AttrValue
@@ -72,6 +73,22 @@ def wants(item: Item) -> tuple:
     return ("units", item.resource)
 
 
+class Ranked(NamedTuple):
+    offers: list[Offer]
+    #: The providers of the wish's kind none of whose offers match, by name.
+    mismatched: list[str]
+    #: For each offer, the index of the next offer of another provider: a provider's offers mostly sit
+    #: together in rank order, and a planner that weighs a provider once skips the rest of them.
+    runs: list[int]
+
+
+def _runs(offers: list[Offer]) -> list[int]:
+    out = [len(offers)] * len(offers)
+    for k in range(len(offers) - 2, -1, -1):
+        out[k] = k + 1 if offers[k + 1].provider != offers[k].provider else out[k + 1]
+    return out
+
+
 _DESCRIPTION = attrgetter("description")
 
 
@@ -81,7 +98,10 @@ class Catalog:
     Descriptions change rarely while demand changes often, so the ranked
     offers for each distinct wish (template, selectors or resource) are kept
     until the descriptions change; which providers are usable right now
-    (status, owner, cooldown, room) is checked at planning time.
+    (status, owner, cooldown, room) is checked at planning time. A catalog
+    also keeps each item's last decision: one that comes out the same from
+    the next round's weighing is not made again (nothing else is kept, so
+    it cannot disagree with the inputs).
     """
 
     def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
@@ -89,8 +109,11 @@ class Catalog:
         #: The providers in their map's order and each one's description (None included), as built from.
         self._names = list(providers)
         self._seen = list(map(_DESCRIPTION, providers.values()))
-        self._ranked: dict[tuple, tuple[list[Offer], list[str]]] = {}
+        self._ranked: dict[tuple, Ranked] = {}
         self._why: dict[tuple, str] = {}
+        #: The last round's decision per item (``policy.planning``), with what it was made from: a round
+        #: that weighs an item as the last one did gives the same decision again instead of making it anew.
+        self.decided: dict[str, Any] = {}
 
     def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
         """True while the providers' descriptions are the ones this catalog was built from.
@@ -103,10 +126,17 @@ class Catalog:
 
     def offers(self, item: Item) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""
+        found = self.ranked(item)
+        return found.offers, found.mismatched
+
+    def ranked(self, item: Item) -> Ranked:
+        """The item's offers in rank order, with the providers that do not match and where each provider's
+        run of offers ends."""
         key = wants(item)
         found = self._ranked.get(key)
         if found is None:
-            found = self._ranked[key] = self._rank(item)
+            offers, mismatched = self._rank(item)
+            found = self._ranked[key] = Ranked(offers, mismatched, _runs(offers))
         return found
 
     def why_not(self, item: Item, provider: str) -> str:
