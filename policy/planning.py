@@ -71,6 +71,9 @@ def plan(
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     rooms: Rooms | None = None  # built on the first item with need: most rounds have none
     made = _Made()
+    #: Offers that take nothing for the rest of the round, by identity (the catalog holds them), and why:
+    #: blocked, or no room (room only shrinks in a round). Thousands of items walk the same ones.
+    dead: dict[int, str] = {}
     last: dict[str, _Decided] = catalog.decided
     decided: dict[str, _Decided] = {}
     bundled = [i for i in demand.items if isinstance(i, BundleItem)]
@@ -80,12 +83,13 @@ def plan(
                 if rooms is None and any(i.count > 0 for i in bundled):
                     rooms = Rooms(providers, view, now, settings)
                 _pack(bundled, demand.seq, catalog, rooms, view, now, settings, made.rejected, out)
+                dead.clear()  # the packer gives back hosts it moved: rooms say again what they say
             continue
         coming = flying.get(item.id, 0)
         need = item.count - coming
         if need > 0 and rooms is None:
             rooms = Rooms(providers, view, now, settings)
-        said = _weigh(item, need, catalog, rooms)
+        said = _weigh(item, need, catalog, rooms, dead)
         old = last.get(item.id)
         if old is not None and old.said == said:  # as the last round decided: its decision and orders serve
             d = old if old.decision.demand_seq == demand.seq else _Decided(
@@ -165,7 +169,7 @@ def _decided(item: HostItem | UnitItem, seq: int, need: int, said: _Said, made: 
     return _Decided(said, decision, orders, unplaced)
 
 
-def _weigh(item: HostItem | UnitItem, need: int, catalog: Catalog, rooms: Rooms | None) -> _Said:
+def _weigh(item: HostItem | UnitItem, need: int, catalog: Catalog, rooms: Rooms | None, dead: dict[int, str]) -> _Said:
     """One host or units item: its offers in rank order, each taking what its room allows, spilling to the
     next; what each took or why not (candidates), the rejections, the note and what could not be placed."""
     offers, mismatched, runs = catalog.ranked(item)
@@ -185,17 +189,23 @@ def _weigh(item: HostItem | UnitItem, need: int, catalog: Catalog, rooms: Rooms 
         offer = offers[k]
         k += 1
         p = offer.provider
-        why = rooms.blocked(offer)  # type: ignore[union-attr]
+        why = dead.get(id(offer))
         if why is None:
-            room, why = rooms.room(offer, kind)  # type: ignore[union-attr]
-            amount = size(remaining, room, offer.min_request, offer.step)
-            if amount > 0:
-                c = (p, offer.key, None, amount) if hosts else (p, None, offer.key, amount)
-                chosen.append(c)
-                listed.append(c + (why if amount < remaining else "",))
-                rooms.take(offer, kind, amount)  # type: ignore[union-attr]
-                remaining -= amount
-                continue
+            why = rooms.blocked(offer)  # type: ignore[union-attr]
+            if why is None:
+                room, why = rooms.room(offer, kind)  # type: ignore[union-attr]
+                amount = size(remaining, room, offer.min_request, offer.step)
+                if amount > 0:
+                    c = (p, offer.key, None, amount) if hosts else (p, None, offer.key, amount)
+                    chosen.append(c)
+                    listed.append(c + (why if amount < remaining else "",))
+                    rooms.take(offer, kind, amount)  # type: ignore[union-attr]
+                    remaining -= amount
+                    continue
+                if room <= 0:
+                    dead[id(offer)] = why
+            else:
+                dead[id(offer)] = why
         if p not in turned:
             turned.add(p)
             if len(rejected) < LISTED:
