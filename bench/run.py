@@ -185,7 +185,11 @@ def _planning_inputs(smoke: bool):
 
 
 def planning_round(_: Path, smoke: bool) -> float:
-    """Milliseconds for one planning round over many providers, templates and items (descriptions unchanged)."""
+    """Milliseconds for one planning round over many providers, templates and items (descriptions unchanged).
+
+    The same demand and supply each round, as a daemon's planner sees them between changes: it keeps its
+    catalog, so each item's decision comes out as the last round's and is given again, not made anew.
+    """
     demand, providers, view = _planning_inputs(smoke)
     catalog = Catalog(providers)
     plan(demand, providers, view, 0.0, PlanSettings(), catalog)

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any, NamedTuple
 
 from messages.demand import BundleItem, HostItem, UnitItem
-from messages.description import AttrValue
+from messages.description import AttrValue, ProviderDescription, Template
 from messages.records import ProviderRecord
 from policy.explain import why_not
 from policy.matching import Selector
@@ -72,6 +73,22 @@ def wants(item: Item) -> tuple:
     return ("units", item.resource)
 
 
+class Ranked(NamedTuple):
+    offers: list[Offer]
+    #: The providers of the wish's kind none of whose offers match, by name.
+    mismatched: list[str]
+    #: For each offer, the index of the next offer of another provider: a provider's offers mostly sit
+    #: together in rank order, and a planner that weighs a provider once skips the rest of them.
+    runs: list[int]
+
+
+def _runs(offers: list[Offer]) -> list[int]:
+    out = [len(offers)] * len(offers)
+    for k in range(len(offers) - 2, -1, -1):
+        out[k] = k + 1 if offers[k + 1].provider != offers[k].provider else out[k + 1]
+    return out
+
+
 _DESCRIPTION = attrgetter("description")
 
 
@@ -81,7 +98,10 @@ class Catalog:
     Descriptions change rarely while demand changes often, so the ranked
     offers for each distinct wish (template, selectors or resource) are kept
     until the descriptions change; which providers are usable right now
-    (status, owner, cooldown, room) is checked at planning time.
+    (status, owner, cooldown, room) is checked at planning time. A catalog
+    also keeps each item's last decision: one that comes out the same from
+    the next round's weighing is not made again (nothing else is kept, so
+    it cannot disagree with the inputs).
     """
 
     def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
@@ -89,8 +109,13 @@ class Catalog:
         #: The providers in their map's order and each one's description (None included), as built from.
         self._names = list(providers)
         self._seen = list(map(_DESCRIPTION, providers.values()))
-        self._ranked: dict[tuple, tuple[list[Offer], list[str]]] = {}
+        self._ranked: dict[tuple, Ranked] = {}
         self._why: dict[tuple, str] = {}
+        #: Every host template's offer in rank order, with its template and zone (made on the first wish).
+        self._templates: list[tuple[Offer, Template, str | None]] | None = None
+        #: The last round's decision per item (``policy.planning``), with what it was made from: a round
+        #: that weighs an item as the last one did gives the same decision again instead of making it anew.
+        self.decided: dict[str, Any] = {}
 
     def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
         """True while the providers' descriptions are the ones this catalog was built from.
@@ -103,10 +128,17 @@ class Catalog:
 
     def offers(self, item: Item) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""
+        found = self.ranked(item)
+        return found.offers, found.mismatched
+
+    def ranked(self, item: Item) -> Ranked:
+        """The item's offers in rank order, with the providers that do not match and where each provider's
+        run of offers ends."""
         key = wants(item)
         found = self._ranked.get(key)
         if found is None:
-            found = self._ranked[key] = self._rank(item)
+            offers, mismatched = self._rank(item)
+            found = self._ranked[key] = Ranked(offers, mismatched, _runs(offers))
         return found
 
     def why_not(self, item: Item, provider: str) -> str:
@@ -119,42 +151,47 @@ class Catalog:
         return said
 
     def _rank(self, item: Item) -> tuple[list[Offer], list[str]]:
+        if isinstance(item, UnitItem):
+            return self._rank_pools(item)
+        # Every template's offer is made and ranked once; a wish's offers are those its selector matches,
+        # in the same order (the rank does not depend on the wish).
+        if self._templates is None:
+            self._templates = self._all_templates()
+        selector = Selector(item)
+        matches = selector.matches
+        offers = [offer for offer, template, zone in self._templates if matches(template, zone)]
+        took = {offer.provider for offer in offers}
+        return offers, [name for name in sorted(self.descriptions)
+                        if self.descriptions[name].kind == "hosts" and name not in took]
+
+    def _all_templates(self) -> list[tuple[Offer, Template, str | None]]:
+        """Every host template's offer in rank order, with the template and its provider's zone."""
+        out = [(_offer(name, desc, t.id, t.max_number, t.priority,
+                       desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour, t.attributes),
+                t, desc.zone)
+               for name, desc in sorted(self.descriptions.items()) if desc.kind == "hosts"
+               for t in desc.templates]
+        out.sort(key=lambda row: row[0].rank)
+        return out
+
+    def _rank_pools(self, item: UnitItem) -> tuple[list[Offer], list[str]]:
         offers: list[Offer] = []
         mismatched: list[str] = []
-        selector = None if isinstance(item, UnitItem) else Selector(item)
-        kind = "units" if isinstance(item, UnitItem) else "hosts"
         for name in sorted(self.descriptions):
             desc = self.descriptions[name]
-            if desc.kind != kind:
+            if desc.kind != "units":
                 continue
-            if selector is not None:
-                matches = [
-                    (t.id, t.max_number, t.priority,
-                     desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour, t.attributes)
-                    for t in desc.templates
-                    if selector.matches(t, desc.zone)
-                ]
-            else:
-                pool = desc.pool(item.resource)  # type: ignore[union-attr]
-                matches = [(pool.resource, pool.capacity, None, desc.price(pool.resource), {})] if pool else []
-            if not matches:
+            pool = desc.pool(item.resource)
+            if pool is None:
                 mismatched.append(name)
-            for key, max_number, priority, price, attributes in matches:
-                offers.append(
-                    Offer(
-                        provider=name,
-                        key=key,
-                        priority=desc.priority,
-                        within=priority,
-                        price=price,
-                        lead_time=desc.lead_time_s,
-                        max_number=max_number,
-                        capacity=desc.capacity,
-                        min_request=desc.min_request,
-                        step=desc.step,
-                        min_hold=desc.min_hold_s,
-                        attributes=attributes,
-                    )
-                )
+                continue
+            offers.append(_offer(name, desc, pool.resource, pool.capacity, None, desc.price(pool.resource), {}))
         offers.sort(key=lambda o: o.rank)
         return offers, mismatched
+
+
+def _offer(name: str, desc: ProviderDescription, key: str, max_number: int, within: int | None, price: float,
+           attributes: Mapping[str, AttrValue]) -> Offer:
+    return Offer(provider=name, key=key, priority=desc.priority, within=within, price=price,
+                 lead_time=desc.lead_time_s, max_number=max_number, capacity=desc.capacity,
+                 min_request=desc.min_request, step=desc.step, min_hold=desc.min_hold_s, attributes=attributes)

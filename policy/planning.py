@@ -8,6 +8,13 @@ to the next. Providers that cannot take anything are rejected with the
 reason. Every item gets a decision: need, in flight, the amount given to
 each chosen candidate, and the rejections.
 
+An item is weighed into plain tuples first, and only then made into a
+decision: a round that weighs an item as the last round did (the catalog
+keeps each item's last decision with its tuples) gives the same decision
+and orders again, so a steady round makes no new objects for the
+collector to trace; one that differs in anything gets a new decision,
+its candidates made once per round however many items share them.
+
 Bundle items are packed together (``policy.packing``), when the round
 reaches the first of them: their need is counted in bundles (less the
 bundles riding on hosts in flight), and their orders are packed orders,
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Candidate, Chosen, Decision, Order, Rejected
@@ -62,77 +70,195 @@ def plan(
         catalog = Catalog(providers)
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     rooms: Rooms | None = None  # built on the first item with need: most rounds have none
-    made: dict[tuple[str, str], Rejected] = {}
+    made = _Made()
+    #: Offers that take nothing for the rest of the round, by identity (the catalog holds them), and why:
+    #: blocked, or no room (room only shrinks in a round). Thousands of items walk the same ones.
+    dead: dict[int, str] = {}
+    last: dict[str, _Decided] = catalog.decided
+    decided: dict[str, _Decided] = {}
     bundled = [i for i in demand.items if isinstance(i, BundleItem)]
     for item in demand.items:
         if isinstance(item, BundleItem):
             if item is bundled[0]:
                 if rooms is None and any(i.count > 0 for i in bundled):
                     rooms = Rooms(providers, view, now, settings)
-                _pack(bundled, demand.seq, catalog, rooms, view, now, settings, made, out)
+                _pack(bundled, demand.seq, catalog, rooms, view, now, settings, made.rejected, out)
+                dead.clear()  # the packer gives back hosts it moved: rooms say again what they say
             continue
-        need = item.count - flying.get(item.id, 0)
-        offers, mismatched = catalog.offers(item)
-        rejected = _Rejections(made)
-        candidates = _Candidates()
-        chosen: list[Chosen] = []
-        #: once the need is covered, why the other offers took nothing: the same words for every provider
-        #: that took nothing (key ""), and for each that did (its templates named)
-        covered: dict[str, str] = {}
-        took: set[str] = set()  # providers chosen
-        remaining = need
-        for k, offer in enumerate(offers if need > 0 else ()):
-            if remaining <= 0:
-                key = offer.provider if offer.provider in took else ""
-                why = covered.get(key)
-                if why is None:
-                    why = covered[key] = f"not needed: covered by {_covered(chosen, offer)}"
-                if not candidates.weigh(offer.provider, why, item, offer):
-                    candidates.unlisted += len(offers) - k - 1  # the list is full: the rest only counted
-                    break
-                continue
-            if rooms is None:
-                rooms = Rooms(providers, view, now, settings)
-            why = rooms.blocked(offer)
-            if why is not None:
-                rejected.add(offer.provider, why)
-                candidates.weigh(offer.provider, why, item, offer)
-                continue
-            room, why = rooms.room(offer, item.kind)
-            amount = size(remaining, room, offer.min_request, offer.step)
-            if amount <= 0:
-                rejected.add(offer.provider, why)
-                candidates.weigh(offer.provider, why, item, offer)
-                continue
-            chosen.append(_chosen(item, offer, amount))
-            took.add(offer.provider)
-            candidates.took(chosen[-1], why if amount < remaining else "")
-            rooms.take(offer, item.kind, amount)
-            remaining -= amount
-        if need > 0:  # who cannot serve the item matters only while it needs something
-            explain = _explainer(catalog, item)
-            rejected.mismatched(mismatched, explain)
-            candidates.mismatched(mismatched, explain)
-        notes = [no_need(item.count, flying.get(item.id, 0))] if need <= 0 else []
-        if remaining > 0:
-            notes.append(f"{remaining} could not be placed")
-            why = rejected.listed[0] if rejected.listed else None
-            out.unplaced.append(Unplaced(item=item.id, count=remaining, reason=(
-                f"{why.provider}: {why.reason}" if why else "no provider offers it")))
-        if candidates.unlisted:
-            notes.append(f"{candidates.unlisted} more candidates not listed")
-        out.decisions.append(Decision(item=item.id, demand_seq=demand.seq, need=max(0, need),
-                                      in_flight=flying.get(item.id, 0), chosen=chosen, rejected=rejected.listed,
-                                      note="; ".join(notes), candidates=candidates.listed))
-        out.orders += [
-            (c.provider, Order(action="request", supply=item.kind, item_id=item.id, template=c.template,
-                               resource=c.resource, count=c.count, reason=f"demand {item.id}: need {need}"))
-            for c in chosen
-        ]
+        coming = flying.get(item.id, 0)
+        need = item.count - coming
+        if need > 0 and rooms is None:
+            rooms = Rooms(providers, view, now, settings)
+        said = _weigh(item, need, catalog, rooms, dead)
+        old = last.get(item.id)
+        if old is not None and old.said == said:  # as the last round decided: its decision and orders serve
+            d = old if old.decision.demand_seq == demand.seq else _Decided(
+                old.said, old.decision.model_copy(update={"demand_seq": demand.seq}), old.orders, old.unplaced)
+        else:
+            d = _decided(item, demand.seq, need, said, made)
+        decided[item.id] = d
+        out.decisions.append(d.decision)
+        out.orders += d.orders
+        if d.unplaced is not None:
+            out.unplaced.append(d.unplaced)
+    catalog.decided = decided
     if bundled:  # decisions in the snapshot's order, whatever order the items were planned in
         at = {item.id: k for k, item in enumerate(demand.items)}
         out.decisions.sort(key=lambda d: at[d.item])
     return out
+
+
+class _Said(NamedTuple):
+    """One item's decision as a round weighs it, in plain tuples: compared with the last round's before any
+    model is made, so a round that decides as the last one makes none."""
+
+    kind: str
+    need: int
+    in_flight: int
+    #: (provider, template, resource, count)
+    chosen: tuple[tuple[str, str | None, str | None, int], ...]
+    #: (provider, reason)
+    rejected: tuple[tuple[str, str], ...]
+    note: str
+    #: (provider, template, resource, count, why)
+    candidates: tuple[tuple[str, str | None, str | None, int, str], ...]
+    #: What could not be placed: (count, reason), or None.
+    unplaced: tuple[int, str] | None
+
+
+class _Decided(NamedTuple):
+    """An item's decision, the orders it gives and what it left unplaced, with what they were made from."""
+
+    said: _Said
+    decision: Decision
+    orders: list[tuple[str, Order]]
+    unplaced: Unplaced | None
+
+
+class _Made:
+    """A round's chosen entries, rejections and candidates, each made once: they are frozen and repeat
+    across items (the same full offers, the same words)."""
+
+    def __init__(self) -> None:
+        #: Also shared with the packer: (provider, reason) -> Rejected.
+        self.rejected: dict[tuple[str, str], Rejected] = {}
+        self.chosen: dict[tuple, Chosen] = {}
+        self.candidates: dict[tuple, Candidate] = {}
+
+    def all(self, made: dict, model: type, names: tuple[str, ...], fields: tuple[tuple, ...]) -> list:
+        out = []
+        for f in fields:
+            m = made.get(f)
+            if m is None:
+                m = made[f] = model(**dict(zip(names, f)))
+            out.append(m)
+        return out
+
+
+def _decided(item: HostItem | UnitItem, seq: int, need: int, said: _Said, made: _Made) -> _Decided:
+    chosen = made.all(made.chosen, Chosen, ("provider", "template", "resource", "count"), said.chosen)
+    decision = Decision(
+        item=item.id, demand_seq=seq, need=max(0, need), in_flight=said.in_flight, chosen=chosen,
+        rejected=made.all(made.rejected, Rejected, ("provider", "reason"), said.rejected), note=said.note,
+        candidates=made.all(made.candidates, Candidate, ("provider", "template", "resource", "count", "why"),
+                            said.candidates))
+    orders = [(c.provider, Order(action="request", supply=item.kind, item_id=item.id, template=c.template,
+                                 resource=c.resource, count=c.count, reason=f"demand {item.id}: need {need}"))
+              for c in chosen]
+    unplaced = Unplaced(item=item.id, count=said.unplaced[0], reason=said.unplaced[1]) if said.unplaced else None
+    return _Decided(said, decision, orders, unplaced)
+
+
+def _weigh(item: HostItem | UnitItem, need: int, catalog: Catalog, rooms: Rooms | None, dead: dict[int, str]) -> _Said:
+    """One host or units item: its offers in rank order, each taking what its room allows, spilling to the
+    next; what each took or why not (candidates), the rejections, the note and what could not be placed."""
+    offers, mismatched, runs = catalog.ranked(item)
+    hosts = isinstance(item, HostItem)
+    kind = item.kind
+    chosen: list[tuple] = []
+    listed: list[tuple] = []  # candidates
+    rejected: list[tuple[str, str]] = []
+    turned: set[str] = set()  # providers rejected
+    said: set[tuple[str, str]] = set()  # (provider, why) of the candidates that took nothing
+    others = 0  # candidates listed that took nothing
+    unlisted = 0
+    remaining = need
+    k = 0
+    n = len(offers) if need > 0 else 0
+    while k < n and remaining > 0:
+        offer = offers[k]
+        k += 1
+        p = offer.provider
+        why = dead.get(id(offer))
+        if why is None:
+            why = rooms.blocked(offer)  # type: ignore[union-attr]
+            if why is None:
+                room, why = rooms.room(offer, kind)  # type: ignore[union-attr]
+                amount = size(remaining, room, offer.min_request, offer.step)
+                if amount > 0:
+                    c = (p, offer.key, None, amount) if hosts else (p, None, offer.key, amount)
+                    chosen.append(c)
+                    listed.append(c + (why if amount < remaining else "",))
+                    rooms.take(offer, kind, amount)  # type: ignore[union-attr]
+                    remaining -= amount
+                    continue
+                if room <= 0:
+                    dead[id(offer)] = why
+            else:
+                dead[id(offer)] = why
+        if p not in turned:
+            turned.add(p)
+            if len(rejected) < LISTED:
+                rejected.append((p, why))
+        if (p, why) not in said:
+            said.add((p, why))
+            if others < LISTED:
+                others += 1
+                listed.append((p, offer.key, None, 0, why) if hosts else (p, None, offer.key, 0, why))
+            else:
+                unlisted += 1
+    if remaining <= 0 and k < n:
+        # The need is covered: why the other offers took nothing, the same words for every provider that
+        # took nothing, and for each that did (its templates named). A provider is listed once.
+        took = {c[0] for c in chosen}
+        covered: dict[str, str] = {}
+        while k < n:
+            offer = offers[k]
+            at = k
+            k = runs[k]  # the provider's next offers in a row: the same words, so said already
+            p = offer.provider
+            mine = p in took
+            why = covered.get(p if mine else "")
+            if why is None:
+                why = covered[p if mine else ""] = f"not needed: covered by {_covered(chosen, p)}"
+            if (p, why) in said:
+                continue
+            said.add((p, why))
+            if others >= LISTED:
+                unlisted += n - at  # the list is full: the rest only counted
+                break
+            others += 1
+            listed.append((p, offer.key, None, 0, why) if hosts else (p, None, offer.key, 0, why))
+    if need > 0 and mismatched:  # who cannot serve the item matters only while it needs something
+        room = max(0, LISTED - len(rejected))
+        for name in mismatched[:room]:
+            if name not in turned:
+                turned.add(name)
+                rejected.append((name, catalog.why_not(item, name) or "mismatch"))
+        room = max(0, LISTED - others)
+        for name in mismatched[:room]:
+            others += 1
+            listed.append((name, None, None, 0, catalog.why_not(item, name) or "mismatch"))
+        unlisted += max(0, len(mismatched) - room)
+    coming = item.count - need
+    notes = [no_need(item.count, coming)] if need <= 0 else []
+    unplaced = None
+    if remaining > 0:
+        notes.append(f"{remaining} could not be placed")
+        unplaced = (remaining, f"{rejected[0][0]}: {rejected[0][1]}" if rejected else "no provider offers it")
+    if unlisted:
+        notes.append(f"{unlisted} more candidates not listed")
+    return _Said(item.kind, need, coming, tuple(chosen), tuple(rejected), "; ".join(notes), tuple(listed), unplaced)
 
 
 class _HostRoom:
@@ -247,11 +373,8 @@ class _Candidates:
         self.listed.append(Candidate(provider=chosen.provider, template=chosen.template, resource=chosen.resource,
                                      count=chosen.count, bundles=chosen.bundles, why=why))
 
-    def weigh(self, provider: str, why: str, item: HostItem | UnitItem | None = None,
-              offer: Offer | None = None) -> bool:
-        """List a candidate that took nothing: ``offer`` for ``item``, or (without them) ``provider`` as a whole.
-        False once the list is full (the caller may stop). It is made only if listed: most are not, and a
-        round weighs tens of thousands."""
+    def weigh(self, provider: str, why: str) -> bool:
+        """List a provider that took nothing, as a whole. False once the list is full (the caller may stop)."""
         key = (provider, why)
         if key in self._said:
             return True
@@ -260,8 +383,7 @@ class _Candidates:
             self.unlisted += 1
             return False
         self._others += 1
-        self.listed.append(_passed(item, offer, why) if item is not None and offer is not None
-                           else Candidate(provider=provider, why=why))
+        self.listed.append(Candidate(provider=provider, why=why))
         return True
 
     def mismatched(self, providers: list[str], explain: Callable[[str], str]) -> None:
@@ -303,20 +425,7 @@ class _Rejections:
         self.unlisted += max(0, len(providers) - room)
 
 
-def _chosen(item: HostItem | UnitItem, offer: Offer, amount: int) -> Chosen:
-    if isinstance(item, HostItem):
-        return Chosen(provider=offer.provider, template=offer.key, count=amount)
-    return Chosen(provider=offer.provider, resource=offer.key, count=amount)
-
-
-def _covered(chosen: list[Chosen], offer: Offer) -> str:
-    """Who covered the need: providers by name, the offer's own provider by its template (or pool)."""
-    return ", ".join(dict.fromkeys(
-        c.provider if c.provider != offer.provider else f"{c.provider}/{c.template or c.resource}" for c in chosen))
-
-
-def _passed(item: HostItem | UnitItem, offer: Offer, why: str) -> Candidate:
-    """An offer that took nothing, and why."""
-    if isinstance(item, HostItem):
-        return Candidate(provider=offer.provider, template=offer.key, why=why)
-    return Candidate(provider=offer.provider, resource=offer.key, why=why)
+def _covered(chosen: list[tuple], provider: str) -> str:
+    """Who covered the need, as ``provider``'s candidates say it: providers by name, ``provider`` itself by
+    its template (or pool)."""
+    return ", ".join(dict.fromkeys(c[0] if c[0] != provider else f"{c[0]}/{c[1] or c[2]}" for c in chosen))
