@@ -110,7 +110,9 @@ class LeaseActor(Actor):
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         start_role: Callable[[str, Lease, Revocation], Any] | None = None,
+        after_first_scans: Callable[[], None] | None = None,
     ) -> None:
+        """``after_first_scans``: called when a run of the owners' first scans is over (``FirstScans``)."""
         super().__init__()
         #: The journal's projection of every fact, for the planner and the owners to read.
         self.shared = shared
@@ -139,7 +141,7 @@ class LeaseActor(Actor):
         self.held: dict[str, _Held] = {}
         self.last_round = float("-inf")
         #: The owners' first scans take turns, as many at once as the script workers run (two calls each).
-        self.first_scans = FirstScans(cfg.instance.script_workers // 2)
+        self.first_scans = FirstScans(cfg.instance.script_workers // 2, after=after_first_scans)
         self.roles = self._roles(cfg)
 
     def on_start(self) -> None:

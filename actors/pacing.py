@@ -23,7 +23,7 @@ told ``ScanTurn`` when it comes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import Any
 
 import pykka
@@ -47,10 +47,14 @@ class FirstScans:
 
     Owners are known by a key of their own (their actor's urn), so that giving a turn back is
     the same whether it was held, still awaited, or already handed on: it can be asked twice.
+
+    ``after``, if given, is called once the last turn of a run of first scans is given back with
+    no owner waiting (on the thread that gave it back): the burst of answers is over.
     """
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, after: Callable[[], None] | None = None) -> None:
         self.width = max(1, width)
+        self._after = after
         self._lock = threading.Lock()
         #: keys of the owners whose turn it is (told, or answered yes)
         self._held: set[str] = set()
@@ -75,6 +79,11 @@ class FirstScans:
                 return
             self._held.discard(key)
         self._hand_on()
+        if self._after is not None:
+            with self._lock:
+                over = not self._held and not self._waiting
+            if over:
+                self._after()
 
     def _hand_on(self) -> None:
         while True:

@@ -378,10 +378,13 @@ def _part(lists: dict[str, list[tuple[int, str]]], instances: Mapping[str, Insta
         found = (k for _, k in lists.get(name, ()))
         return dict.fromkeys(instances[k].key for k in found) if of_instances else dict.fromkeys(found)
 
-    return Part(
+    part = Part(
         **{name: keys(name, _INDEXES[name] == "instances") for name in _INDEXES},
         requests=keys("requests"),
     )
+    for k in part.live_instances:
+        part.live_added(instances[k].state)
+    return part
 
 
 def _slots(data: Mapping[str, Any]) -> list[tuple[str, list[int]]]:

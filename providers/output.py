@@ -46,13 +46,33 @@ SPELLED = {"provider_request_id": "requestId", "request_id": "requestId", "machi
 def cleaned(output: ScriptOutput, scrub: Scrubber) -> ScriptOutput:
     """``output`` with every string scrubbed and bounded; ``ContractError`` for an identifier too long.
 
-    The same object comes back when nothing had to change, as for almost every answer.
+    The same object comes back when nothing had to change, as for almost every answer: a first look
+    only reads (no copy of the answer, no field's name spelled), and the answer is copied, with the
+    names for errors, only when some string needs scrubbing or is long enough to need a limit.
     """
+    if _clean(output, scrub):
+        return output
     clean = _Cleaner(scrub)
     data = clean.value(output, "", None)
     if not clean.changed:
         return output
     return type(output).model_validate(data)
+
+
+def _clean(value: Any, scrub: Scrubber) -> bool:
+    """True when no string of ``value`` would change: none holds a secret, none is longer than ``ID_LIMIT``
+    (a bound on both limits, so that every string the cleaner would cut or refuse is looked at there)."""
+    if isinstance(value, str):
+        return len(value) <= ID_LIMIT and (not scrub.margin or scrub(value) == value)
+    if value is None or isinstance(value, (int, float)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_clean(item, scrub) for item in value)
+    if isinstance(value, dict):
+        return all(_clean(str(key), scrub) and _clean(item, scrub) for key, item in value.items())
+    if isinstance(value, BaseModel):
+        return all(_clean(item, scrub) for item in value.__dict__.values())
+    return True
 
 
 class _Cleaner:

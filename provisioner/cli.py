@@ -206,11 +206,12 @@ def _source(args: argparse.Namespace) -> Source:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from provisioner.daemon import Daemon, connect, stop_signals
-    from provisioner.memory import fix_mmap_threshold
+    from provisioner.memory import fix_mmap_threshold, limit_arenas
     from provisioner.resetguard import EXIT, ControllerReset
     from sim.workload import DemoWorkload
 
     fix_mmap_threshold()
+    limit_arenas()
     cfg, home, is_demo = resolve_config(args.config)
     if not is_demo:
         check_run_store(cfg.controller.url, home)

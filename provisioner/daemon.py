@@ -58,6 +58,7 @@ from provisioner.apiserver import ApiServer
 from provisioner.audit import AuditLog, audited
 from provisioner.auditor import Auditor
 from provisioner.auth import load_tokens
+from provisioner.memory import give_back_freed
 from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
 from provisioner.readmodel import ReadModel
@@ -153,7 +154,7 @@ class Daemon:
                                         providers=self.cfg.providers)
         self.leases = LeaseActor.start(
             self.cfg, c, self.journal, self.budget, self.ticker, self.calls_factory, self.home, shared,
-            clock=self.clock,
+            clock=self.clock, after_first_scans=give_back_freed,
         )
         self.ticker.add(self.leases)
         self.ticker.add(self.budget)

@@ -68,3 +68,20 @@ def test_a_turn_handed_to_a_stopped_owner_goes_to_the_next():
 def test_a_width_below_one_still_lets_one_scan_through():
     turns = FirstScans(0)
     assert turns.ask("a", Inbox()) and not turns.ask("b", Inbox())
+
+
+def test_the_end_of_a_run_of_first_scans_is_told_once_when_no_turn_is_held_or_awaited():
+    ends = []
+    turns = FirstScans(1, after=lambda: ends.append(1))
+    turns.ask("a", Inbox())
+    turns.ask("b", Inbox())
+    turns.give_back("a")  # b holds the turn now
+    assert ends == []
+    turns.give_back("b")
+    assert ends == [1]
+    turns.give_back("b")
+    turns.give_back("nobody")
+    assert ends == [1], "a turn given back twice, or never held, ends no run"
+    turns.ask("c", Inbox())
+    turns.give_back("c")
+    assert ends == [1, 1], "a later run (an owner taken up later) ends in its turn"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from messages.facts import InstanceChanged, InstanceSeen, Order, RequestChanged, RequestPlanned, make_fact
 from persistence.projection import Projection
+from persistence.snapshot import decode, encode
+from tests.support.snapshots import varied_log
 
 T0 = 1_000.0
 
@@ -83,3 +87,23 @@ def test_instances_in_reads_live_instances_in_the_order_of_the_log():
     with pytest.raises(ValueError, match="live instances only"):
         p.instances_in("joined", "lost", provider="b")
     assert p.instances["b/m2"].state == "lost", "an ended instance keeps its record"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_counts_by_state_follow_the_live_instances_through_the_log_and_a_snapshot(seed):
+    """``instances_in`` skips a part by its counts by state: they must say what its live instances say,
+    after every fact (instances ending, coming back when listed again) and after a restore."""
+    facts = varied_log(seed)
+    p = Projection()
+    for i, fact in enumerate(facts):
+        p.apply(fact)
+        for name, part in p.parts.items():
+            live = Counter(p.instances[k].state for k in part.live_instances)
+            assert part.live_states == dict(live), f"{name} after fact {i}"
+    restored = decode(encode(p, facts[-1].id, {})).projection()
+    assert {n: part.live_states for n, part in restored.parts.items()} == \
+        {n: part.live_states for n, part in p.parts.items()}
+    for name in p.parts:
+        for states in (("running",), ("joined", "idle"), ("requested", "provisioning"), ("busy",)):
+            assert restored.instances_in(*states, provider=name) == p.instances_in(*states, provider=name) == [
+                rec for k in p.parts[name].live_instances if (rec := p.instances[k]).state in states]

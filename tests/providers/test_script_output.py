@@ -97,3 +97,22 @@ def test_every_string_of_every_answer_is_walked() -> None:
         cleaned(Holdings(machines=[Machine(machine_id="m" * 600)]), scrub)
     with pytest.raises(ContractError, match=r"^templates\[0\]\.id: "):
         cleaned(ProviderDescription(name="p", kind="hosts", templates=[Template(id="t" * 600, max_number=1)]), scrub)
+
+
+@pytest.mark.parametrize("secrets", [[], [SECRET]])
+def test_only_a_string_to_scrub_or_to_bound_makes_a_copy(secrets) -> None:
+    """The first look only reads: each string it passes must be one the full walk leaves as it is."""
+    scrub = Scrubber(secrets)
+    machines = [Machine(machine_id=f"m{i}", name=f"h{i}", status="running", template="t") for i in range(50)]
+    held = Holdings(machines=machines)
+    assert cleaned(held, scrub) is held
+    wordy = StatusReport(requests=[RequestState(request_id="r", status="running", message="w" * (ID_LIMIT + 1))])
+    assert cleaned(wordy, scrub) is wordy, "free text longer than an identifier may be, within its own bound"
+    long_id = Holdings(machines=[*machines, Machine(machine_id="m" * (ID_LIMIT + 1))])
+    with pytest.raises(ContractError, match=r"^machines\[50\]\.machineId: "):
+        cleaned(long_id, scrub)
+    if secrets:
+        keyed = ProviderDescription(name="p", kind="hosts", attributes={f"k{SECRET}": "v"})
+        assert SECRET not in cleaned(keyed, scrub).model_dump_json(), "a secret in a key alone"
+        last = Holdings(machines=[*machines, Machine(machine_id="m", message=SECRET)])
+        assert cleaned(last, scrub).machines[-1].message == "***"

@@ -1,4 +1,4 @@
-"""The daemon keeps glibc from serving large buffers from the heap after one is freed."""
+"""The daemon keeps glibc from serving large buffers from the heap after one is freed, or keeping what it freed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from provisioner.memory import fix_mmap_threshold
+from provisioner.memory import fix_mmap_threshold, limit_arenas
 
 #: Frees a 1 MiB block (which makes glibc raise its threshold), then asks for 512 KiB and prints
 #: whether that block got a mapping of its own (mallinfo2's ``hblks`` grew).
@@ -50,3 +50,41 @@ def test_a_large_block_after_a_larger_one_was_freed_still_gets_its_own_mapping()
 def test_an_operators_own_threshold_is_left_alone(monkeypatch):
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     assert fix_mmap_threshold() is False
+
+
+def test_an_operators_own_number_of_arenas_is_left_alone(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_arenas() is False
+
+
+#: Fills the heap with 64 MiB of blocks below the mmap threshold, pins its top with one more, frees the
+#: rest, then prints the resident MiB before and after giving back what was freed.
+TRIM_PROBE = """
+import ctypes
+from provisioner.memory import give_back_freed
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = (ctypes.c_void_p,)
+libc.memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+blocks = [libc.malloc(64 << 10) for _ in range(1024)]
+for b in blocks:
+    libc.memset(b, 1, 64 << 10)
+pin = libc.malloc(64)
+for b in blocks:
+    libc.free(b)
+before = resident()
+assert give_back_freed()
+print(before, resident())
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_what_was_freed_inside_the_heap_goes_back_to_the_system():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], capture_output=True, text=True, timeout=60, env=env,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.returncode == 0, out.stderr
+    before, after = map(int, out.stdout.split())
+    assert before - after >= 48, f"{before} MiB resident before, {after} MiB after"

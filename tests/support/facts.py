@@ -64,8 +64,9 @@ def state(p: Projection, *, skip: tuple[str, ...] = ()) -> dict[str, Any]:
 
 
 def _ordered(part: Part) -> dict[str, Any]:
-    """A part's ordered sets as lists, so that their order counts too."""
-    return {f.name: list(getattr(part, f.name).items()) for f in dataclasses.fields(part)}
+    """A part's ordered sets as lists, so that their order counts too (its counts by state have no order)."""
+    return {f.name: (sorted if f.name == "live_states" else list)(getattr(part, f.name).items())
+            for f in dataclasses.fields(part)}
 
 
 def decisions(n: int, start: int = 1) -> list:
