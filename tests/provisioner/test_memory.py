@@ -57,8 +57,9 @@ def test_an_operators_own_number_of_arenas_is_left_alone(monkeypatch):
     assert limit_arenas() is False
 
 
-#: Fills the heap with 64 MiB of blocks below the mmap threshold, pins its top with one more, frees the
-#: rest, then prints the resident MiB before and after giving back what was freed.
+#: Fills the heap with 64 MiB of blocks below the mmap threshold, frees every other one (holes that the
+#: blocks kept on either side stop free() from giving back: only a trim can), then prints the resident
+#: MiB before and after giving back what was freed.
 TRIM_PROBE = """
 import ctypes
 from provisioner.memory import give_back_freed
@@ -71,8 +72,7 @@ def resident():
 blocks = [libc.malloc(64 << 10) for _ in range(1024)]
 for b in blocks:
     libc.memset(b, 1, 64 << 10)
-pin = libc.malloc(64)
-for b in blocks:
+for b in blocks[::2]:
     libc.free(b)
 before = resident()
 assert give_back_freed()
@@ -87,4 +87,4 @@ def test_what_was_freed_inside_the_heap_goes_back_to_the_system():
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert out.returncode == 0, out.stderr
     before, after = map(int, out.stdout.split())
-    assert before - after >= 48, f"{before} MiB resident before, {after} MiB after"
+    assert before - after >= 24, f"{before} MiB resident before, {after} MiB after"
