@@ -36,6 +36,11 @@ def use(wanted: int, hosts: Sequence[H]) -> tuple[list[H], list[H], int]:
     return list(hosts[:wanted]), list(hosts[wanted:]), max(0, wanted - len(hosts))
 
 
+def _but_count(item: DemandItem) -> dict:
+    """An item's fields but its count."""
+    return {**item.__dict__, "count": 0}
+
+
 def license_use(wanted: int, total: int) -> tuple[int, int]:
     """Units in use of a license whose cluster total is ``total``, and the unmet need."""
     return min(wanted, total), max(0, wanted - total)
@@ -293,10 +298,11 @@ class Scheduler:
             self._published(item, need[item_id]) for item_id, item in self.wanted.items()])
 
     def _published(self, item: DemandItem, count: int) -> DemandItem:
-        """``item`` with its unmet ``count``: the copy made for the last snapshot while neither changed
-        (items are frozen; most snapshots change one item's count)."""
+        """``item`` with its unmet ``count``: the copy made for the last snapshot while that says the same
+        (items are frozen; most snapshots change one item's count, and the workload's count of an item
+        changes more often than its unmet count)."""
         last = self._copies.get(item.id)
-        if last is not None and last[0] is item and last[1] == count:
+        if last is not None and last[1] == count and (last[0] is item or _but_count(last[0]) == _but_count(item)):
             return last[2]
         copy = item.model_copy(update={"count": count})
         self._copies[item.id] = (item, count, copy)
