@@ -72,6 +72,10 @@ def plan(
                 _pack(bundled, demand.seq, catalog, rooms, view, now, settings, made, out)
             continue
         need = item.count - flying.get(item.id, 0)
+        if need <= 0:  # covered (most items of most rounds): no candidate is weighed, none listed
+            out.decisions.append(Decision(item=item.id, demand_seq=demand.seq, in_flight=flying.get(item.id, 0),
+                                          note=no_need(item.count, flying.get(item.id, 0))))
+            continue
         offers, mismatched = catalog.offers(item)
         rejected = _Rejections(made)
         candidates = _Candidates()
