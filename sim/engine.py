@@ -75,6 +75,15 @@ QUIET = frozenset({"order", "decision", "budget_event", "request_planned", "requ
 RETIRE_EVERY = 600.0
 
 
+#: A fact's kind -> the prefix of its fresh ids ("instance" for "instance_idle").
+_PREFIX: dict[str, str] = {}
+
+
+def _prefix(kind: str) -> str:
+    prefix = _PREFIX[kind] = kind.split("_")[0]
+    return prefix
+
+
 def q(t: float) -> float:
     return round(t * 1024) / 1024
 
@@ -208,7 +217,7 @@ class Engine:
     def write_each(self, placed: Sequence[tuple[str, Payload]], ids: Sequence[str | None] | None = None,
                    lease: tuple[str, int] = ("", 0)) -> None:
         for i, (provider, payload) in enumerate(placed):
-            fact_id = (ids[i] if ids else None) or self.new_id(payload.kind.split("_")[0])
+            fact_id = (ids[i] if ids else None) or self.new_id(_PREFIX.get(payload.kind) or _prefix(payload.kind))
             self.facts += 1
             fact = make_fact(payload, provider=provider, lease=lease[0], fence=lease[1], fact_id=fact_id,
                              now=self.now, seq=self.facts)  # the seq as the store assigns it

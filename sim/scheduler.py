@@ -5,7 +5,8 @@ scheduler keeps as many of the cluster's hosts busy as the work needs and
 lets the rest go idle; what the work needs beyond the hosts it has is the
 *unmet* need it publishes as demand (docs/scheduler-interface.md). ``use`` and
 ``license_use`` are that arithmetic; the demo workload (``sim.workload``)
-and the simulator's ``Scheduler`` both use them.
+and the simulator's ``Scheduler`` both use them (``assign`` takes ``use``'s
+slices inline, from the hosts' keys it keeps per item).
 
 Bundle items want so many bundles running, each needing some of a host's
 resources (``ncpus: 2, mem: 8192``). The scheduler places them on the
@@ -64,7 +65,6 @@ class Host:
 
 #: Relative slack when comparing amounts (10 bundles of 0.1 CPU fit on 1 CPU).
 EPS = 1e-9
-_KEY = attrgetter("key")
 #: Oldest first: when a host joined, then its key.
 _AGE = attrgetter("joined_at", "key")
 
@@ -109,6 +109,7 @@ class Scheduler:
         #: The same hosts grouped by the item they work for (each group oldest first, groups in the order
         #: their first host comes), kept until a host joins, leaves or takes up another item.
         self._by_item: dict[str, list[Host]] | None = None
+        self._keys_by_item: dict[str, list[str]] = {}
         #: Each host's place in ``hosts`` (the order ``assign`` reports changes in), and the keys of those busy.
         self._place_of: dict[str, int] = {}
         self._joins = 0
@@ -157,7 +158,8 @@ class Scheduler:
             self._by_item = {}
             for h in self._oldest_first:
                 self._by_item.setdefault(h.item, []).append(h)
-        groups = self._by_item
+            self._keys_by_item = {item_id: [h.key for h in hosts] for item_id, hosts in self._by_item.items()}
+        groups, keys = self._by_item, self._keys_by_item
         busy: set[str] = set()
         spare: list[Host] = []
         unmet: dict[str, int] = {}
@@ -169,9 +171,10 @@ class Scheduler:
                     unmet[item_id] = max(0, item.count)
                     continue
                 served.add(item_id)
-                keep, rest, unmet[item_id] = use(item.count, hosts)
-                busy.update(map(_KEY, keep))
-                spare += rest
+                n = item.count
+                unmet[item_id] = max(0, n - len(hosts))  # as ``use`` counts it: the first n are kept
+                busy.update(keys[item_id][:n])
+                spare += hosts[n:]
         for item_id, hosts in groups.items():
             if item_id not in served:
                 spare += hosts
