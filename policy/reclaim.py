@@ -77,14 +77,17 @@ def reclaim(
 ) -> list[tuple[str, Order]]:
     items = demand.items if demand else []
     limits = limits or {}
-    recent = wanted_until(history, now)
-    hosts_wanted = [(Serves(i), i) for i in items if isinstance(i, (HostItem, BundleItem))
-                    and (i.count > 0 or recent.get(i.id, -math.inf) > now - idle_time)]
     returning_machines, returning_grants = _already_returning(view)
     by_provider: dict[str, list[str]] = {}
     reasons: dict[str, str] = {}
-    # Most hosts are busy, coming or gone: only the idle ones are sorted and weighed.
+    # Most hosts are busy, coming or gone: only the idle ones are sorted and weighed, and the items
+    # that keep them are read only when there is one.
     idle = [inst for inst in view.instances.values() if inst.history.state == "idle"]
+    hosts_wanted: list[tuple[Serves, HostItem | BundleItem]] = []
+    if idle:
+        recent = wanted_until(history, now)
+        hosts_wanted = [(Serves(i), i) for i in items if isinstance(i, (HostItem, BundleItem))
+                        and (i.count > 0 or recent.get(i.id, -math.inf) > now - idle_time)]
     for inst in sorted(idle, key=lambda i: i.key):
         if inst.machine_id in returning_machines.get(inst.provider, ()):
             continue

@@ -23,6 +23,7 @@ Times are kept on a 1/1024 s grid so that sums of durations compare exactly.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import math
@@ -72,6 +73,15 @@ QUIET = frozenset({"order", "decision", "budget_event", "request_planned", "requ
                    "instance_returning", "instance_return_planned", "grant_return_planned", "grant_returning"})
 #: Sim time between trims of the rounds' view.
 RETIRE_EVERY = 600.0
+
+
+#: A fact's kind -> the prefix of its fresh ids ("instance" for "instance_idle").
+_PREFIX: dict[str, str] = {}
+
+
+def _prefix(kind: str) -> str:
+    prefix = _PREFIX[kind] = kind.split("_")[0]
+    return prefix
 
 
 def q(t: float) -> float:
@@ -144,10 +154,19 @@ class Engine:
         return f"{prefix}-{next(self._ids):08d}"
 
     def run(self) -> dict[str, Any]:
-        """The whole trace: start, every event up to its end, and the report."""
-        self.begin()
-        self.advance(self.end)
-        return self.finish()
+        """The whole trace: start, every event up to its end, and the report.
+
+        The trace and the config live through the run (a month's steps are hundreds of thousands
+        of objects): they are set aside from the collector's full passes while it runs
+        (``gc.freeze``), which would otherwise walk all of them again each time.
+        """
+        gc.freeze()
+        try:
+            self.begin()
+            self.advance(self.end)
+            return self.finish()
+        finally:
+            gc.unfreeze()
 
     def begin(self) -> None:
         """Providers described and owned, the trace's steps and the samples scheduled."""
@@ -198,7 +217,7 @@ class Engine:
     def write_each(self, placed: Sequence[tuple[str, Payload]], ids: Sequence[str | None] | None = None,
                    lease: tuple[str, int] = ("", 0)) -> None:
         for i, (provider, payload) in enumerate(placed):
-            fact_id = (ids[i] if ids else None) or self.new_id(payload.kind.split("_")[0])
+            fact_id = (ids[i] if ids else None) or self.new_id(_PREFIX.get(payload.kind) or _prefix(payload.kind))
             self.facts += 1
             fact = make_fact(payload, provider=provider, lease=lease[0], fence=lease[1], fact_id=fact_id,
                              now=self.now, seq=self.facts)  # the seq as the store assigns it

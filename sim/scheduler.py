@@ -5,7 +5,8 @@ scheduler keeps as many of the cluster's hosts busy as the work needs and
 lets the rest go idle; what the work needs beyond the hosts it has is the
 *unmet* need it publishes as demand (docs/scheduler-interface.md). ``use`` and
 ``license_use`` are that arithmetic; the demo workload (``sim.workload``)
-and the simulator's ``Scheduler`` both use them.
+and the simulator's ``Scheduler`` both use them (``assign`` takes ``use``'s
+slices inline, from the hosts' keys it keeps per item).
 
 Bundle items want so many bundles running, each needing some of a host's
 resources (``ncpus: 2, mem: 8192``). The scheduler places them on the
@@ -36,6 +37,11 @@ def use(wanted: int, hosts: Sequence[H]) -> tuple[list[H], list[H], int]:
     return list(hosts[:wanted]), list(hosts[wanted:]), max(0, wanted - len(hosts))
 
 
+def _but_count(item: DemandItem) -> dict:
+    """An item's fields but its count."""
+    return {**item.__dict__, "count": 0}
+
+
 def license_use(wanted: int, total: int) -> tuple[int, int]:
     """Units in use of a license whose cluster total is ``total``, and the unmet need."""
     return min(wanted, total), max(0, wanted - total)
@@ -59,7 +65,8 @@ class Host:
 
 #: Relative slack when comparing amounts (10 bundles of 0.1 CPU fit on 1 CPU).
 EPS = 1e-9
-_KEY = attrgetter("key")
+#: Oldest first: when a host joined, then its key.
+_AGE = attrgetter("joined_at", "key")
 
 
 @dataclass(frozen=True)
@@ -99,10 +106,20 @@ class Scheduler:
         self.pushed: dict[str, int] | None = None
         #: The hosts oldest first, kept until one joins or leaves.
         self._oldest_first: list[Host] | None = None
+        #: The same hosts grouped by the item they work for (each group oldest first, groups in the order
+        #: their first host comes), kept until a host joins, leaves or takes up another item.
+        self._by_item: dict[str, list[Host]] | None = None
+        self._keys_by_item: dict[str, list[str]] = {}
+        #: Each host's place in ``hosts`` (the order ``assign`` reports changes in), and the keys of those busy.
+        self._place_of: dict[str, int] = {}
+        self._joins = 0
+        self._busy: set[str] = set()
         #: What the last ``assign`` left the bundle hosts holding and using.
         self.packing = Packing()
         #: Per license: the units the work wants, summed over its items (kept until an item changes).
         self._units: dict[str, int] | None = None
+        #: Per item: the item last published, with its count then and the copy that said it.
+        self._copies: dict[str, tuple[DemandItem, int, DemandItem]] = {}
 
     def want(self, item: DemandItem) -> None:
         self.wanted[item.id] = item
@@ -110,11 +127,21 @@ class Scheduler:
 
     def join(self, host: Host) -> None:
         self.hosts[host.key] = host
-        self._oldest_first = None
+        self._oldest_first = self._by_item = None
+        if host.key not in self._place_of:  # a host joining again under its key keeps its place, as in a dict
+            self._joins += 1
+            self._place_of[host.key] = self._joins
+        self._busy.discard(host.key)
+        if host.busy:
+            self._busy.add(host.key)
 
     def leave(self, key: str) -> Host | None:
-        self._oldest_first = None
-        return self.hosts.pop(key, None)
+        host = self.hosts.pop(key, None)
+        if host is not None:  # a host the cluster never had leaves nothing to redo
+            self._oldest_first = self._by_item = None
+            self._busy.discard(key)
+            del self._place_of[key]
+        return host
 
     def assign(self) -> tuple[list[tuple[Host, str]], dict[str, int]]:
         """Put hosts to work: (host, "busy" or "idle") for each that changes, and each host
@@ -126,20 +153,31 @@ class Scheduler:
         template fits.
         """
         if self._oldest_first is None:
-            self._oldest_first = sorted(self.hosts.values(), key=lambda h: (h.joined_at, h.key))
-        by_item: dict[str, list[Host]] = {}
-        for h in self._oldest_first:
-            by_item.setdefault(h.item, []).append(h)
+            self._oldest_first = sorted(self.hosts.values(), key=_AGE)
+        if self._by_item is None:
+            self._by_item = {}
+            for h in self._oldest_first:
+                self._by_item.setdefault(h.item, []).append(h)
+            self._keys_by_item = {item_id: [h.key for h in hosts] for item_id, hosts in self._by_item.items()}
+        groups, keys = self._by_item, self._keys_by_item
         busy: set[str] = set()
         spare: list[Host] = []
         unmet: dict[str, int] = {}
+        served: set[str] = set()
         for item_id, item in self.wanted.items():
             if isinstance(item, HostItem):
-                keep, rest, unmet[item_id] = use(item.count, by_item.pop(item_id, []))
-                busy.update(map(_KEY, keep))
-                spare += rest
-        for hosts in by_item.values():
-            spare += hosts
+                hosts = groups.get(item_id)
+                if hosts is None:
+                    unmet[item_id] = max(0, item.count)
+                    continue
+                served.add(item_id)
+                n = item.count
+                unmet[item_id] = max(0, n - len(hosts))  # as ``use`` counts it: the first n are kept
+                busy.update(keys[item_id][:n])
+                spare += hosts[n:]
+        for item_id, hosts in groups.items():
+            if item_id not in served:
+                spare += hosts
         bundled = [i for i in self.wanted.values() if isinstance(i, BundleItem)]
         if bundled:
             for h in self.hosts.values():
@@ -157,17 +195,20 @@ class Scheduler:
                     break
                 spare.remove(h)
                 h.item = item_id
+                self._by_item = None
                 busy.add(h.key)
                 short -= 1
             unmet[item_id] = short
         if bundled:
             self.packing = self._packing(bundled, busy)
+        # Only the hosts whose state flips are looked at, in the order they joined (the order of ``hosts``).
+        flipped = sorted(busy.symmetric_difference(self._busy), key=self._place_of.__getitem__)
+        self._busy = busy
         changes = []
-        for h in self.hosts.values():
-            now_busy = h.key in busy
-            if now_busy != h.busy:
-                h.busy = now_busy
-                changes.append((h, "busy" if now_busy else "idle"))
+        for key in flipped:
+            h = self.hosts[key]
+            h.busy = not h.busy
+            changes.append((h, "busy" if h.busy else "idle"))
         return changes, unmet
 
     def _place(self, items: list[BundleItem], hosts: list[Host]) -> dict[str, int]:
@@ -257,7 +298,18 @@ class Scheduler:
         self.pushed = need
         self.seq += 1
         return DemandSnapshot(seq=self.seq, time=now, items=[
-            item.model_copy(update={"count": need[item_id]}) for item_id, item in self.wanted.items()])
+            self._published(item, need[item_id]) for item_id, item in self.wanted.items()])
+
+    def _published(self, item: DemandItem, count: int) -> DemandItem:
+        """``item`` with its unmet ``count``: the copy made for the last snapshot while that says the same
+        (items are frozen; most snapshots change one item's count, and the workload's count of an item
+        changes more often than its unmet count)."""
+        last = self._copies.get(item.id)
+        if last is not None and last[1] == count and (last[0] is item or _but_count(last[0]) == _but_count(item)):
+            return last[2]
+        copy = item.model_copy(update={"count": count})
+        self._copies[item.id] = (item, count, copy)
+        return copy
 
     def license_in_use(self, resource: str, total: int) -> int:
         if self._units is None:
