@@ -14,6 +14,7 @@ stop) are results, never exceptions, so the caller's bookkeeping cannot miss one
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -60,6 +61,8 @@ EXIT_OUTCOMES: dict[int, tuple[Outcome, str]] = {
 _SAFE_TOKEN = re.compile(r"[^A-Za-z0-9._-]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+#: The scrubber of a provider without an env_file: nothing to hide.
+_NO_SECRETS = Scrubber(())
 
 
 @dataclass
@@ -135,6 +138,11 @@ class ScriptRunner:
         self.provider = provider
         self.work_dir = Path(work_dir)
         self._in_dir = str(self.work_dir / "in")
+        #: Input file names: this runner's random stem and a count, so a run costs no random bytes.
+        self._stem = os.urandom(4).hex()
+        self._count = itertools.count()  # next() on it is atomic under the GIL
+        #: A v2 script's program, checked (``build_argv``) only when it fails to start: the exec is the check.
+        self._program = str(Path(provider.script.path)) if provider.script.style == "v2" else None
         self._log_dir = str(log_dir(self.work_dir))
         self.home = home
         self.kill_grace = kill_grace
@@ -285,7 +293,7 @@ class ScriptRunner:
             secrets = read_env_file(cfg.env_file) if cfg.env_file else {}
         except EnvFileError as exc:
             return self._result(job, "config", str(exc))
-        scrub = Scrubber(secrets.values())
+        scrub = Scrubber(secrets.values()) if secrets else _NO_SECRETS
         try:
             document = build_input(cfg.script.style, cfg.kind, job.action, job.document, job.token)
         except ContractError as exc:
@@ -297,13 +305,16 @@ class ScriptRunner:
         try:
             return self._run(job, input_path, secrets, scrub)
         finally:
-            input_path.unlink(missing_ok=True)
+            try:
+                os.unlink(input_path)
+            except FileNotFoundError:
+                pass
 
-    def _write_input(self, job: _Job, document: dict[str, Any]) -> Path:
+    def _write_input(self, job: _Job, document: dict[str, Any]) -> str:
         """The run's input file, readable by the daemon's user only. Its folder is made when a file
         cannot be made for want of it (the first run, or after someone removed it), not at every run."""
         label = _SAFE_TOKEN.sub("_", job.token)[:80] if job.token else "run"
-        path = f"{self._in_dir}/{job.action}-{label}-{os.urandom(4).hex()}.json"
+        path = f"{self._in_dir}/{job.action}-{label}-{self._stem}{next(self._count):x}.json"
         try:
             fd = os.open(path, _NEW_FILE, 0o600)
         except FileNotFoundError:
@@ -323,15 +334,18 @@ class ScriptRunner:
                 os.mkdir(self._log_dir, 0o700)
             except FileExistsError:
                 pass
-        return Path(path)
+        return path
 
-    def _run(self, job: _Job, input_path: Path, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:
+    def _run(self, job: _Job, input_path: str, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:
         cfg = self.provider
         timeout = cfg.script.timeouts.get(job.action, cfg.script.timeout)
-        try:
-            argv = build_argv(cfg, job.action, input_path)
-        except ContractError as exc:
-            return self._result(job, exc.outcome, str(exc), scrub)
+        if self._program is not None:
+            argv = [self._program, job.action, "-f", input_path]
+        else:
+            try:
+                argv = build_argv(cfg, job.action, Path(input_path))
+            except ContractError as exc:
+                return self._result(job, exc.outcome, str(exc), scrub)
         env = script_env(
             cfg,
             job.action,
@@ -348,6 +362,11 @@ class ScriptRunner:
         try:
             proc, out_r, err_r = self._spawn(argv, env)
         except OSError as exc:
+            if self._program is not None:  # say why, as build_argv would have before the exec
+                try:
+                    build_argv(cfg, job.action, Path(input_path))
+                except ContractError as why:
+                    return self._result(job, why.outcome, str(why), scrub)
             return self._result(job, "spawn_error", f"cannot start {argv[0]}: {exc.strerror or exc}", scrub)
         job.spawned = True
         try:
@@ -409,6 +428,10 @@ class ScriptRunner:
                         proc.signal(signal.SIGKILL)  # whatever it left behind in its group
                         if not timed_out:
                             limit = time.monotonic() + self.kill_grace
+                        continue
+                    if not event & select.POLLIN:  # POLLHUP alone: empty, and its writers gone
+                        poller.unregister(fd)
+                        streams -= 1
                         continue
                     chunk = os.read(fd, _CHUNK)
                     if len(chunk) < _CHUNK and (not chunk or event & select.POLLHUP):

@@ -26,12 +26,13 @@ def spawn(argv: list[str], env: dict[str, str], stdin: bool = False) -> tuple[in
     err_r, err_w = os.pipe()
     child = (*((in_r,) if stdin else ()), out_w, err_w)
     ours = (*((in_w,) if stdin else ()), out_r, err_r)
+    # No close actions: every pipe end is close-on-exec, so the program keeps only the three it is given
+    # (each action is one more system call in the child, made while this thread holds the interpreter).
     actions: list[tuple[Any, ...]] = [
         (os.POSIX_SPAWN_DUP2, in_r, 0) if stdin else (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, out_w, 1),
         (os.POSIX_SPAWN_DUP2, err_w, 2),
     ]
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in (*child, *ours) if fd > 2]
     try:
         pid = os.posix_spawn(
             argv[0],
