@@ -14,6 +14,7 @@ stop) are results, never exceptions, so the caller's bookkeeping cannot miss one
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import logging
 import math
@@ -37,7 +38,7 @@ from providers.contract import V2_ACTIONS, ContractError, build_argv, build_inpu
 from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
 from providers.output import cleaned
 from providers.pool import ScriptPool
-from providers.spawning import spawn
+from providers.spawning import close_pipe, read_ready, reap_exited, spawn
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,9 @@ STDOUT_LIMIT = 16 * 1024 * 1024
 STDERR_TAIL = 64 * 1024
 REASON_TAIL = 300
 _CHUNK = 64 * 1024
-#: The runner whose turn the current pool thread is running: one thread-local for every runner,
-#: not one each (each would hold a dict and weak references per thread that ever ran its turn).
+#: The runner whose turn the current pool thread is running (and the thread's buffer for pipe reads):
+#: one thread-local for every runner, not one each (each would hold a dict and weak references per
+#: thread that ever ran its turn).
 _TURN = threading.local()
 
 #: Exit codes with a meaning of their own (docs/script-contract.md); any other non-zero code is "failed".
@@ -95,7 +97,9 @@ class _Process:
     def reap(self) -> int:
         """Collect the exit status; called once the leader has exited (or was sent SIGKILL)."""
         with self.lock:
-            _, status = os.waitpid(self.pid, 0)
+            status = reap_exited(self.pid)  # without letting go of the interpreter, if it has exited
+            if status is None:
+                _, status = os.waitpid(self.pid, 0)
             self.reaped = True
         return os.waitstatus_to_exitcode(status)
 
@@ -374,8 +378,8 @@ class ScriptRunner:
         finally:
             with self._lock:
                 self._running.discard(proc)
-            os.close(out_r)
-            os.close(err_r)
+            close_pipe(out_r)
+            close_pipe(err_r)
             if not proc.reaped:  # only after an error in _collect: leave nothing behind
                 proc.signal(signal.SIGKILL)
                 proc.reap()
@@ -405,6 +409,7 @@ class ScriptRunner:
         stderr = bytearray()
         keep_err = STDERR_TAIL + 4 * margin
         pidfd = os.pidfd_open(proc.pid)
+        buffer = _buffer()
         try:
             poller = select.poll()
             for fd in (out_r, err_r, pidfd):
@@ -433,7 +438,7 @@ class ScriptRunner:
                         poller.unregister(fd)
                         streams -= 1
                         continue
-                    chunk = os.read(fd, _CHUNK)
+                    chunk = read_ready(fd, buffer)
                     if len(chunk) < _CHUNK and (not chunk or event & select.POLLHUP):
                         poller.unregister(fd)
                         streams -= 1
@@ -454,7 +459,7 @@ class ScriptRunner:
                 select.select([pidfd], [], [])  # SIGKILL was sent: the leader is on its way out
             code = proc.reap()
         finally:
-            os.close(pidfd)
+            close_pipe(pidfd)
         return _Finished(
             exit_code=code,
             stdout=bytes(stdout) if not overflow else b"",
@@ -467,15 +472,13 @@ class ScriptRunner:
     def _judge(self, job: _Job, run: _Finished, timeout: float, scrub: Scrubber, duration: float) -> ScriptResult:
         cfg = self.provider
         err_text = scrub(run.stderr.decode("utf-8", "replace"))[-STDERR_TAIL:]
-        said = _last_line(err_text) or _last_line(scrub(run.stdout[-STDERR_TAIL:].decode("utf-8", "replace")))
-        tail = f": {said}" if said else ""
         common: dict[str, Any] = {"duration_s": round(duration, 3), "stderr_tail": err_text}
         # A script that finished by itself before a stop reached it keeps its answer.
         if run.stopped and run.exit_code != 0:
             why = "stopped by the daemon before it finished (outcome unknown)"
             return self._result(job, "timeout", why, scrub, **common)
         if run.timed_out:
-            why = f"timed out after {timeout:g}s (outcome unknown){tail}"
+            why = f"timed out after {timeout:g}s (outcome unknown){_said(run, err_text, scrub)}"
             return self._result(job, "timeout", why, scrub, **common)
         if run.overflow:
             why = f"stdout exceeds {STDOUT_LIMIT // (1024 * 1024)} MiB"
@@ -494,10 +497,26 @@ class ScriptRunner:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = str(-code)
-            return self._result(job, "failed", f"killed by signal {name}{tail}", scrub, exit_code=code, **common)
+            why = f"killed by signal {name}{_said(run, err_text, scrub)}"
+            return self._result(job, "failed", why, scrub, exit_code=code, **common)
         outcome, label = EXIT_OUTCOMES.get(code, ("failed", ""))
         meaning = f" ({label})" if label else ""
-        return self._result(job, outcome, f"exit {code}{meaning}{tail}", scrub, exit_code=code, **common)
+        why = f"exit {code}{meaning}{_said(run, err_text, scrub)}"
+        return self._result(job, outcome, why, scrub, exit_code=code, **common)
+
+
+def _buffer() -> ctypes.Array[ctypes.c_char]:
+    """This thread's buffer for pipe reads: made once per thread, not once per run."""
+    buffer = getattr(_TURN, "buffer", None)
+    if buffer is None:
+        buffer = _TURN.buffer = ctypes.create_string_buffer(_CHUNK)
+    return buffer
+
+
+def _said(run: _Finished, err_text: str, scrub: Scrubber) -> str:
+    """": <what the script said last>" for a reason: stderr's last line, else stdout's; "" if neither has one."""
+    said = _last_line(err_text) or _last_line(scrub(run.stdout[-STDERR_TAIL:].decode("utf-8", "replace")))
+    return f": {said}" if said else ""
 
 
 def _last_line(text: str) -> str:
