@@ -486,13 +486,19 @@ def test_a_started_program_holds_its_pipes_only_as_stdin_stdout_and_stderr(stdin
 
 
 def test_input_files_of_runs_at_once_are_each_their_own(script, make_runner, results, tmp_path):
-    runner = make_runner(script("#!/bin/sh\necho \"$3\" >&2\nsleep 0.2\necho '{\"requests\": []}'\n"),
-                         max_concurrent=4)
+    names = tmp_path / "names"
+    # Each run notes its input file, then waits for all four to be running before it answers.
+    body = f"""#!/bin/sh
+echo "$3" >> {names}
+while [ "$(wc -l < {names})" -lt 4 ]; do sleep 0.01; done
+echo '{{"requests": []}}'
+"""
+    runner = make_runner(script(body), max_concurrent=4)
     for _ in range(4):
         runner.submit("reclaims", {"machines": [{"name": "h1"}]})
     done = results.wait(4)
-    assert [r.outcome for r in done] == ["ok"] * 4
-    assert len({r.stderr_tail for r in done}) == 4
+    assert [r.outcome for r in done] == ["ok"] * 4, [r.reason for r in done]
+    assert len(set(names.read_text().split())) == 4
     assert list(Path(tmp_path / "work" / "in").iterdir()) == []
 
 
