@@ -14,6 +14,8 @@ stop) are results, never exceptions, so the caller's bookkeeping cannot miss one
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import logging
 import math
 import os
@@ -36,7 +38,7 @@ from providers.contract import V2_ACTIONS, ContractError, build_argv, build_inpu
 from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
 from providers.output import cleaned
 from providers.pool import ScriptPool
-from providers.spawning import spawn
+from providers.spawning import close_pipe, read_ready, reap_exited, spawn
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,9 @@ STDOUT_LIMIT = 16 * 1024 * 1024
 STDERR_TAIL = 64 * 1024
 REASON_TAIL = 300
 _CHUNK = 64 * 1024
-#: The runner whose turn the current pool thread is running: one thread-local for every runner,
-#: not one each (each would hold a dict and weak references per thread that ever ran its turn).
+#: The runner whose turn the current pool thread is running (and the thread's buffer for pipe reads):
+#: one thread-local for every runner, not one each (each would hold a dict and weak references per
+#: thread that ever ran its turn).
 _TURN = threading.local()
 
 #: Exit codes with a meaning of their own (docs/script-contract.md); any other non-zero code is "failed".
@@ -60,6 +63,8 @@ EXIT_OUTCOMES: dict[int, tuple[Outcome, str]] = {
 _SAFE_TOKEN = re.compile(r"[^A-Za-z0-9._-]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+#: The scrubber of a provider without an env_file: nothing to hide.
+_NO_SECRETS = Scrubber(())
 
 
 @dataclass
@@ -92,7 +97,9 @@ class _Process:
     def reap(self) -> int:
         """Collect the exit status; called once the leader has exited (or was sent SIGKILL)."""
         with self.lock:
-            _, status = os.waitpid(self.pid, 0)
+            status = reap_exited(self.pid)  # without letting go of the interpreter, if it has exited
+            if status is None:
+                _, status = os.waitpid(self.pid, 0)
             self.reaped = True
         return os.waitstatus_to_exitcode(status)
 
@@ -135,6 +142,11 @@ class ScriptRunner:
         self.provider = provider
         self.work_dir = Path(work_dir)
         self._in_dir = str(self.work_dir / "in")
+        #: Input file names: this runner's random stem and a count, so a run costs no random bytes.
+        self._stem = os.urandom(4).hex()
+        self._count = itertools.count()  # next() on it is atomic under the GIL
+        #: A v2 script's program, checked (``build_argv``) only when it fails to start: the exec is the check.
+        self._program = str(Path(provider.script.path)) if provider.script.style == "v2" else None
         self._log_dir = str(log_dir(self.work_dir))
         self.home = home
         self.kill_grace = kill_grace
@@ -285,7 +297,7 @@ class ScriptRunner:
             secrets = read_env_file(cfg.env_file) if cfg.env_file else {}
         except EnvFileError as exc:
             return self._result(job, "config", str(exc))
-        scrub = Scrubber(secrets.values())
+        scrub = Scrubber(secrets.values()) if secrets else _NO_SECRETS
         try:
             document = build_input(cfg.script.style, cfg.kind, job.action, job.document, job.token)
         except ContractError as exc:
@@ -297,13 +309,16 @@ class ScriptRunner:
         try:
             return self._run(job, input_path, secrets, scrub)
         finally:
-            input_path.unlink(missing_ok=True)
+            try:
+                os.unlink(input_path)
+            except FileNotFoundError:
+                pass
 
-    def _write_input(self, job: _Job, document: dict[str, Any]) -> Path:
+    def _write_input(self, job: _Job, document: dict[str, Any]) -> str:
         """The run's input file, readable by the daemon's user only. Its folder is made when a file
         cannot be made for want of it (the first run, or after someone removed it), not at every run."""
         label = _SAFE_TOKEN.sub("_", job.token)[:80] if job.token else "run"
-        path = f"{self._in_dir}/{job.action}-{label}-{os.urandom(4).hex()}.json"
+        path = f"{self._in_dir}/{job.action}-{label}-{self._stem}{next(self._count):x}.json"
         try:
             fd = os.open(path, _NEW_FILE, 0o600)
         except FileNotFoundError:
@@ -323,15 +338,18 @@ class ScriptRunner:
                 os.mkdir(self._log_dir, 0o700)
             except FileExistsError:
                 pass
-        return Path(path)
+        return path
 
-    def _run(self, job: _Job, input_path: Path, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:
+    def _run(self, job: _Job, input_path: str, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:
         cfg = self.provider
         timeout = cfg.script.timeouts.get(job.action, cfg.script.timeout)
-        try:
-            argv = build_argv(cfg, job.action, input_path)
-        except ContractError as exc:
-            return self._result(job, exc.outcome, str(exc), scrub)
+        if self._program is not None:
+            argv = [self._program, job.action, "-f", input_path]
+        else:
+            try:
+                argv = build_argv(cfg, job.action, Path(input_path))
+            except ContractError as exc:
+                return self._result(job, exc.outcome, str(exc), scrub)
         env = script_env(
             cfg,
             job.action,
@@ -348,6 +366,11 @@ class ScriptRunner:
         try:
             proc, out_r, err_r = self._spawn(argv, env)
         except OSError as exc:
+            if self._program is not None:  # say why, as build_argv would have before the exec
+                try:
+                    build_argv(cfg, job.action, Path(input_path))
+                except ContractError as why:
+                    return self._result(job, why.outcome, str(why), scrub)
             return self._result(job, "spawn_error", f"cannot start {argv[0]}: {exc.strerror or exc}", scrub)
         job.spawned = True
         try:
@@ -355,8 +378,8 @@ class ScriptRunner:
         finally:
             with self._lock:
                 self._running.discard(proc)
-            os.close(out_r)
-            os.close(err_r)
+            close_pipe(out_r)
+            close_pipe(err_r)
             if not proc.reaped:  # only after an error in _collect: leave nothing behind
                 proc.signal(signal.SIGKILL)
                 proc.reap()
@@ -386,6 +409,7 @@ class ScriptRunner:
         stderr = bytearray()
         keep_err = STDERR_TAIL + 4 * margin
         pidfd = os.pidfd_open(proc.pid)
+        buffer = _buffer()
         try:
             poller = select.poll()
             for fd in (out_r, err_r, pidfd):
@@ -410,7 +434,11 @@ class ScriptRunner:
                         if not timed_out:
                             limit = time.monotonic() + self.kill_grace
                         continue
-                    chunk = os.read(fd, _CHUNK)
+                    if not event & select.POLLIN:  # POLLHUP alone: empty, and its writers gone
+                        poller.unregister(fd)
+                        streams -= 1
+                        continue
+                    chunk = read_ready(fd, buffer)
                     if len(chunk) < _CHUNK and (not chunk or event & select.POLLHUP):
                         poller.unregister(fd)
                         streams -= 1
@@ -431,7 +459,7 @@ class ScriptRunner:
                 select.select([pidfd], [], [])  # SIGKILL was sent: the leader is on its way out
             code = proc.reap()
         finally:
-            os.close(pidfd)
+            close_pipe(pidfd)
         return _Finished(
             exit_code=code,
             stdout=bytes(stdout) if not overflow else b"",
@@ -444,15 +472,13 @@ class ScriptRunner:
     def _judge(self, job: _Job, run: _Finished, timeout: float, scrub: Scrubber, duration: float) -> ScriptResult:
         cfg = self.provider
         err_text = scrub(run.stderr.decode("utf-8", "replace"))[-STDERR_TAIL:]
-        said = _last_line(err_text) or _last_line(scrub(run.stdout[-STDERR_TAIL:].decode("utf-8", "replace")))
-        tail = f": {said}" if said else ""
         common: dict[str, Any] = {"duration_s": round(duration, 3), "stderr_tail": err_text}
         # A script that finished by itself before a stop reached it keeps its answer.
         if run.stopped and run.exit_code != 0:
             why = "stopped by the daemon before it finished (outcome unknown)"
             return self._result(job, "timeout", why, scrub, **common)
         if run.timed_out:
-            why = f"timed out after {timeout:g}s (outcome unknown){tail}"
+            why = f"timed out after {timeout:g}s (outcome unknown){_said(run, err_text, scrub)}"
             return self._result(job, "timeout", why, scrub, **common)
         if run.overflow:
             why = f"stdout exceeds {STDOUT_LIMIT // (1024 * 1024)} MiB"
@@ -471,10 +497,26 @@ class ScriptRunner:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = str(-code)
-            return self._result(job, "failed", f"killed by signal {name}{tail}", scrub, exit_code=code, **common)
+            why = f"killed by signal {name}{_said(run, err_text, scrub)}"
+            return self._result(job, "failed", why, scrub, exit_code=code, **common)
         outcome, label = EXIT_OUTCOMES.get(code, ("failed", ""))
         meaning = f" ({label})" if label else ""
-        return self._result(job, outcome, f"exit {code}{meaning}{tail}", scrub, exit_code=code, **common)
+        why = f"exit {code}{meaning}{_said(run, err_text, scrub)}"
+        return self._result(job, outcome, why, scrub, exit_code=code, **common)
+
+
+def _buffer() -> ctypes.Array[ctypes.c_char]:
+    """This thread's buffer for pipe reads: made once per thread, not once per run."""
+    buffer = getattr(_TURN, "buffer", None)
+    if buffer is None:
+        buffer = _TURN.buffer = ctypes.create_string_buffer(_CHUNK)
+    return buffer
+
+
+def _said(run: _Finished, err_text: str, scrub: Scrubber) -> str:
+    """": <what the script said last>" for a reason: stderr's last line, else stdout's; "" if neither has one."""
+    said = _last_line(err_text) or _last_line(scrub(run.stdout[-STDERR_TAIL:].decode("utf-8", "replace")))
+    return f": {said}" if said else ""
 
 
 def _last_line(text: str) -> str:

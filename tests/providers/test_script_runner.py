@@ -444,6 +444,64 @@ def test_unstartable_script_is_a_spawn_error(script, make_runner, results, tmp_p
     assert result.reason == "p1 describe: " + reason.format(path=path)
 
 
+def test_a_script_that_went_away_or_lost_its_execute_bit_since_the_last_run_says_so(
+    script, make_runner, results, tmp_path
+):
+    path = script("#!/bin/sh\necho '{}'\n")
+    runner = make_runner(path)
+    runner.submit("describe", {})
+    results.wait(1)
+    path.chmod(0o644)
+    runner.submit("describe", {})
+    results.wait(2)
+    path.unlink()
+    runner.submit("describe", {})
+    first, second, third = results.wait(3)
+    assert first.outcome == "ok", first.reason
+    assert (second.outcome, second.reason) == ("spawn_error", f"p1 describe: script is not executable: {path}")
+    assert (third.outcome, third.reason) == ("spawn_error", f"p1 describe: script not found: {path}")
+
+
+@pytest.mark.parametrize("stdin", [False, True])
+def test_a_started_program_holds_its_pipes_only_as_stdin_stdout_and_stderr(stdin):
+    import sys
+
+    from providers.spawning import spawn
+
+    show = ("import os, json; fds = [f'/proc/self/fd/{fd}' for fd in os.listdir('/proc/self/fd')]\n"
+            "print(json.dumps({p.rsplit('/', 1)[1]: os.readlink(p) for p in fds if os.path.exists(p)}))")
+    pid, in_w, out_r, err_r = spawn([sys.executable, "-c", show], {}, stdin=stdin)
+    ours = {f"pipe:[{os.fstat(fd).st_ino}]": n for fd, n in ((in_w, "0"), (out_r, "1"), (err_r, "2")) if fd is not None}
+    try:
+        out = b""
+        while chunk := os.read(out_r, 65536):
+            out += chunk
+        os.waitpid(pid, 0)
+    finally:
+        for fd in (in_w, out_r, err_r):
+            if fd is not None:
+                os.close(fd)
+    held = json.loads(out)
+    assert {fd: link for fd, link in held.items() if link in ours} == {n: link for link, n in ours.items()}
+
+
+def test_input_files_of_runs_at_once_are_each_their_own(script, make_runner, results, tmp_path):
+    names = tmp_path / "names"
+    # Each run notes its input file, then waits for all four to be running before it answers.
+    body = f"""#!/bin/sh
+echo "$3" >> {names}
+while [ "$(wc -l < {names})" -lt 4 ]; do sleep 0.01; done
+echo '{{"requests": []}}'
+"""
+    runner = make_runner(script(body), max_concurrent=4)
+    for _ in range(4):
+        runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+    done = results.wait(4)
+    assert [r.outcome for r in done] == ["ok"] * 4, [r.reason for r in done]
+    assert len(set(names.read_text().split())) == 4
+    assert list(Path(tmp_path / "work" / "in").iterdir()) == []
+
+
 def test_bad_interpreter_is_a_spawn_error(script, make_runner, results):
     runner = make_runner(script("#!/nonexistent/interpreter\n"))
     runner.submit("describe", {})
