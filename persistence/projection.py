@@ -15,7 +15,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Callable, Iterable, Iterator
+from operator import attrgetter
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from messages.facts import (
     USE_READ,
@@ -147,26 +148,31 @@ class Open:
     @property
     def orders(self) -> list[OrderRecord]:
         """Orders no request has taken up yet."""
-        orders = self._p.orders
-        return [orders[i] for part in self._parts for i in part.open_orders]
+        return _records(self._p.orders, self._parts, _OPEN_ORDERS)
 
     @property
     def requests(self) -> list[RequestRecord]:
-        requests = self._p.requests
-        return [requests[i] for part in self._parts for i in part.open_requests]
+        return _records(self._p.requests, self._parts, _OPEN_REQUESTS)
 
     @property
     def instances(self) -> list[InstanceRecord]:
-        instances = self._p.instances
-        return [instances[k] for part in self._parts for k in part.live_instances]
+        return _records(self._p.instances, self._parts, _LIVE_INSTANCES)
 
     @property
     def grants(self) -> list[GrantRecord]:
-        grants = self._p.grants
-        return [grants[i] for part in self._parts for i in part.live_grants]
+        return _records(self._p.grants, self._parts, _LIVE_GRANTS)
 
     def __iter__(self) -> Iterator[list]:
         return iter((self.orders, self.requests, self.instances, self.grants))
+
+
+_OPEN_ORDERS, _OPEN_REQUESTS = attrgetter("open_orders"), attrgetter("open_requests")
+_LIVE_INSTANCES, _LIVE_GRANTS = attrgetter("live_instances"), attrgetter("live_grants")
+
+
+def _records(table: Mapping[Any, Any], parts: list[Part], keys: Callable[[Part], Iterable[Any]]) -> list:
+    """The records of ``table`` that one index of each part names, part by part, in each index's order."""
+    return [table[k] for part in parts for k in keys(part)]
 
 
 #: Every record's history before its first change (immutable, so one serves them all).
