@@ -12,6 +12,25 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 M = TypeVar("M", bound="Model")
+B = TypeVar("B", bound=BaseModel)
+_set = object.__setattr__
+
+
+def made(cls: type[B], **fields: Any) -> B:
+    """A model our own code fills in: every field given, each already of its type; not validated.
+
+    As ``model_construct``, which also fills defaults and looks up each field's alias per call (3.5 µs
+    against 0.8 µs for a script result): the simulator builds a quarter of a million script documents a
+    month, and every fact goes through ``make_fact``. Every field must be given, so none is left out.
+    """
+    if fields.keys() != cls.__pydantic_fields__.keys():
+        raise TypeError(f"{cls.__name__} made with fields {sorted(fields)}, not {sorted(cls.__pydantic_fields__)}")
+    m = cls.__new__(cls)
+    _set(m, "__dict__", fields)
+    _set(m, "__pydantic_fields_set__", set(fields))
+    _set(m, "__pydantic_extra__", None)
+    _set(m, "__pydantic_private__", None)
+    return m
 
 
 class Model(BaseModel):

@@ -13,12 +13,13 @@ request), which only ever asks an owner to act and never acts itself.
 from __future__ import annotations
 
 import os
+import re
 import time as _time
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Union, get_args
 
 from pydantic import Field
 
-from messages.base import Model
+from messages.base import Model, made
 from messages.description import ProviderDescription, SupplyKind
 
 SCHEMA_VERSION = 1
@@ -346,16 +347,27 @@ def make_fact(
     now: float | None = None,
     seq: int | None = None,
 ) -> Fact:
-    """A fact ready to append; the store assigns ``seq`` (the simulator, being the store, passes it)."""
-    return Fact(
-        seq=seq,
-        id=fact_id or new_id(payload.kind.split("_")[0]),
-        time=_time.time() if now is None else now,
-        provider=provider,
-        lease=lease,
-        fence=fence,
-        payload=payload,
-    )
+    """A fact ready to append; the store assigns ``seq`` (the simulator, being the store, passes it).
+
+    Every fact is made here, and most of what ``Fact`` validates is known by its type: the payload is a
+    model already, the rest plain values. Those are checked in place and the fact made without a
+    second pass (``made``: 2.7 → 1.2 µs); anything else goes through ``Fact`` itself, which says
+    what is wrong.
+    """
+    fact_id = fact_id or new_id(payload.kind.split("_")[0])
+    at = _time.time() if now is None else now
+    if (type(payload) in _PAYLOADS and type(at) is float and type(fence) is int and fence >= 0
+            and type(provider) is str and type(lease) is str and (seq is None or type(seq) is int)
+            and type(fact_id) is str and _FACT_ID.fullmatch(fact_id) is not None):
+        return made(Fact, seq=seq, id=fact_id, time=at, provider=provider, lease=lease, fence=fence,
+                    v=SCHEMA_VERSION, payload=payload)
+    return Fact(seq=seq, id=fact_id, time=at, provider=provider, lease=lease, fence=fence, payload=payload)
+
+
+#: What ``Fact`` asks of an id (its pattern and length).
+_FACT_ID = re.compile(r"[\x21-\x7e]{1,100}")
+#: The payload models, each validated when it was made.
+_PAYLOADS = frozenset(get_args(get_args(Payload)[0]))
 
 
 def summary(fact: Fact) -> str:

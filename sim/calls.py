@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from messages.base import made
 from messages.scripts import (
     Accepted,
     HeldGrant,
@@ -108,20 +109,20 @@ class SimCalls:
                                          self._grants(doc), now)
             if answer.outcome != "ok":
                 return self._result(call, answer.outcome, reason=answer.reason, exit_code=EXIT[answer.outcome]), took
-            return self._result(call, "ok", Accepted.model_construct(provider_request_id=answer.provider_request_id,
+            return self._result(call, "ok", made(Accepted, provider_request_id=answer.provider_request_id,
                                                                      message="")), took
         if call.action == "status":
             return self._result(call, "ok", self._status([r["requestId"] for r in doc["requests"]], now)), 0.0
         if call.action == "reclaims":
-            taken = [Reclaim.model_construct(name=m.name, machine_id=m.machine_id, grace_period=0)
+            taken = [made(Reclaim, name=m.name, machine_id=m.machine_id, grace_period=0)
                      for r in doc["machines"] if (m := cloud.machines.get(r["machineId"])) is not None
                      and m.reclaim_at is not None and m.reclaim_at <= now]
-            return self._result(call, "ok", Reclaims.model_construct(machines=taken)), 0.0
+            return self._result(call, "ok", made(Reclaims, machines=taken)), 0.0
         if call.action == "list":
             return self._result(call, "ok", self._holdings(now)), 0.0
         if call.action == "usage":
             resource = doc["resource"]
-            return self._result(call, "ok", Usage.model_construct(resource=resource, in_use=self.in_use(resource),
+            return self._result(call, "ok", made(Usage, resource=resource, in_use=self.in_use(resource),
                                                                   total=None)), 0.0
         return self._result(call, "ok", cloud.desc), 0.0  # describe
 
@@ -141,29 +142,29 @@ class SimCalls:
             st = self.cloud.status(pid, now)
             if st is None:
                 continue
-            states.append(RequestState.model_construct(
-                request_id=pid, status=st.status, message=st.message,
+            states.append(made(
+                RequestState, request_id=pid, status=st.status, message=st.message,
                 machines=[self._machine(m) for m in st.machines],
                 granted=st.granted if self.cloud.desc.kind == "units" else None))
-        return StatusReport.model_construct(requests=states)
+        return made(StatusReport, requests=states)
 
     def _holdings(self, now: float) -> Holdings:
         machines = [self._machine(self.cloud.listed(m, m.result(now))) for m in self.cloud.live.values()
                     if m.held(now)]
-        grants = [HeldGrant.model_construct(token=token, request_id="", resource=resource, count=n)
+        grants = [made(HeldGrant, token=token, request_id="", resource=resource, count=n)
                   for token, (resource, n) in self.cloud.lent.items() if n > 0]
-        return Holdings.model_construct(machines=machines, grants=grants)
+        return made(Holdings, machines=machines, grants=grants)
 
     def _result(self, call: Call, outcome: str, output: ScriptOutput | None = None, reason: str = "",
                 exit_code: int | None = 0) -> ScriptResult:
-        return ScriptResult.model_construct(
-            provider=self.cloud.desc.name, action=call.action, outcome=outcome, exit_code=exit_code, reason=reason,
-            duration_s=0.0, token=call.token, output=output, stderr_tail="")
+        return made(
+            ScriptResult, provider=self.cloud.desc.name, action=call.action, outcome=outcome, exit_code=exit_code,
+            reason=reason, duration_s=0.0, token=call.token, output=output, stderr_tail="")
 
     def _machine(self, m: MachineStatus) -> Machine:
         shown = self._shown.get((m.machine_id, m.result))
         if shown is None:
-            shown = self._shown[(m.machine_id, m.result)] = Machine.model_construct(
-                machine_id=m.machine_id, name=m.name, result=m.result, status="", private_ip=None, public_ip=None,
-                launched_at=m.launched_at, message="", template=m.template)
+            shown = self._shown[(m.machine_id, m.result)] = made(
+                Machine, machine_id=m.machine_id, name=m.name, result=m.result, status="", private_ip=None,
+                public_ip=None, launched_at=m.launched_at, message="", template=m.template)
         return shown
