@@ -33,6 +33,22 @@ def made(cls: type[B], **fields: Any) -> B:
     return m
 
 
+def copied(model: B, **update: Any) -> B:
+    """``model.model_copy(update=update)``, at a fraction of its cost.
+
+    pydantic's general copy (``copy.copy`` of each part, then the update) costs several times this;
+    the planner copies each steady decision with the new snapshot's seq, every round. As with
+    ``model_copy``, the values given are not validated, and unchanged ones are shared (they are frozen).
+    """
+    m = type(model).__new__(type(model))
+    _set(m, "__dict__", {**model.__dict__, **update})
+    _set(m, "__pydantic_fields_set__", model.__pydantic_fields_set__ | update.keys())
+    extra, private = model.__pydantic_extra__, model.__pydantic_private__
+    _set(m, "__pydantic_extra__", None if extra is None else dict(extra))
+    _set(m, "__pydantic_private__", None if private is None else dict(private))
+    return m
+
+
 class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -116,6 +116,9 @@ class Catalog:
         #: The last round's decision per item (``policy.planning``), with what it was made from: a round
         #: that weighs an item as the last one did gives the same decision again instead of making it anew.
         self.decided: dict[str, Any] = {}
+        #: The decisions' parts made so far (``policy.planning``'s chosen entries, rejections and candidates),
+        #: shared by the rounds: they are frozen, and most rounds give the same ones again.
+        self.made: Any = None
 
     def fits(self, providers: Mapping[str, ProviderRecord]) -> bool:
         """True while the providers' descriptions are the ones this catalog was built from.

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from messages.base import copied
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Candidate, Chosen, Decision, Order, Rejected
 from messages.records import ProviderRecord
@@ -70,7 +71,9 @@ def plan(
         catalog = Catalog(providers)
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     rooms: Rooms | None = None  # built on the first item with need: most rounds have none
-    made = _Made()
+    made = catalog.made
+    if made is None or made.size() > _Made.KEEP:
+        made = catalog.made = _Made()
     #: Offers that take nothing for the rest of the round, by identity (the catalog holds them), and why:
     #: blocked, or no room (room only shrinks in a round). Thousands of items walk the same ones.
     dead: dict[int, str] = {}
@@ -93,7 +96,7 @@ def plan(
         old = last.get(item.id)
         if old is not None and old.said == said:  # as the last round decided: its decision and orders serve
             d = old if old.decision.demand_seq == demand.seq else _Decided(
-                old.said, old.decision.model_copy(update={"demand_seq": demand.seq}), old.orders, old.unplaced)
+                old.said, copied(old.decision, demand_seq=demand.seq), old.orders, old.unplaced)
         else:
             d = _decided(item, demand.seq, need, said, made)
         decided[item.id] = d
@@ -136,14 +139,20 @@ class _Decided(NamedTuple):
 
 
 class _Made:
-    """A round's chosen entries, rejections and candidates, each made once: they are frozen and repeat
-    across items (the same full offers, the same words)."""
+    """Chosen entries, rejections and candidates, each made once: they are frozen and repeat across items
+    (the same full offers, the same words) and rounds. The catalog keeps one; a new one is started past
+    ``KEEP`` entries, so what rounds no longer give is let go."""
+
+    KEEP = 20_000
 
     def __init__(self) -> None:
         #: Also shared with the packer: (provider, reason) -> Rejected.
         self.rejected: dict[tuple[str, str], Rejected] = {}
         self.chosen: dict[tuple, Chosen] = {}
         self.candidates: dict[tuple, Candidate] = {}
+
+    def size(self) -> int:
+        return len(self.rejected) + len(self.chosen) + len(self.candidates)
 
     def all(self, made: dict, model: type, names: tuple[str, ...], fields: tuple[tuple, ...]) -> list:
         out = []

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TypeVar
 
+from messages.base import copied
 from messages.demand import BundleItem, DemandItem, DemandSnapshot, HostItem, UnitItem
 
 H = TypeVar("H")
@@ -307,7 +308,7 @@ class Scheduler:
         last = self._copies.get(item.id)
         if last is not None and last[1] == count and (last[0] is item or _but_count(last[0]) == _but_count(item)):
             return last[2]
-        copy = item.model_copy(update={"count": count})
+        copy = copied(item, count=count)
         self._copies[item.id] = (item, count, copy)
         return copy
 

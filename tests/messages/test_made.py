@@ -3,7 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from messages.base import made
+from messages.base import copied, made
+from messages.demand import HostItem
 from messages.facts import Fact, InstanceChanged, make_fact
 from messages.scripts import Machine, RequestState, ScriptResult, StatusReport
 
@@ -50,3 +51,12 @@ def test_make_fact_refuses_what_fact_refuses_and_names_the_field(bad):
         make_fact(payload, **args)
     field = {"fact_id": "id", "now": "time"}.get(next(iter(bad)), next(iter(bad)))
     assert field in str(err.value)
+
+
+def test_copied_is_model_copy_with_its_update():
+    item = HostItem(id="web", count=3, select={"zone": "a"})
+    ours, theirs = copied(item, count=5), item.model_copy(update={"count": 5})
+    assert ours == theirs and ours.count == 5 and item.count == 3
+    assert ours.model_fields_set == theirs.model_fields_set
+    assert ours.model_dump_json() == theirs.model_dump_json()
+    assert ours.select is item.select  # unchanged values are shared, as model_copy shares them
