@@ -19,7 +19,7 @@ from typing import Annotated, Literal, Union, get_args
 
 from pydantic import Field
 
-from messages.base import Model, made
+from messages.base import Model, built
 from messages.description import ProviderDescription, SupplyKind
 
 SCHEMA_VERSION = 1
@@ -351,7 +351,7 @@ def make_fact(
 
     Every fact is made here, and most of what ``Fact`` validates is known by its type: the payload is a
     model already, the rest plain values. Those are checked in place and the fact made without a
-    second pass (``made``: 2.7 → 1.2 µs); anything else goes through ``Fact`` itself, which says
+    second pass (``built``: 2.7 → 1.3 µs); anything else goes through ``Fact`` itself, which says
     what is wrong.
     """
     fact_id = fact_id or new_id(payload.kind.split("_")[0])
@@ -359,8 +359,8 @@ def make_fact(
     if (type(payload) in _PAYLOADS and type(at) is float and type(fence) is int and fence >= 0
             and type(provider) is str and type(lease) is str and (seq is None or type(seq) is int)
             and type(fact_id) is str and _FACT_ID.fullmatch(fact_id) is not None):
-        return made(Fact, seq=seq, id=fact_id, time=at, provider=provider, lease=lease, fence=fence,
-                    v=SCHEMA_VERSION, payload=payload)
+        return built(Fact, {"seq": seq, "id": fact_id, "time": at, "provider": provider, "lease": lease,
+                            "fence": fence, "v": SCHEMA_VERSION, "payload": payload})
     return Fact(seq=seq, id=fact_id, time=at, provider=provider, lease=lease, fence=fence, payload=payload)
 
 
