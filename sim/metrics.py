@@ -276,10 +276,13 @@ def _price(providers: Mapping[str, ProviderRecord], inst: InstanceRecord) -> flo
 
 
 def _idle_seconds(inst: InstanceRecord, end: float) -> float:
+    """Seconds a host spent idle, read from its flat history (state, time, reason per change): a month
+    ends with tens of thousands of hosts, and making each change an object cost the report a fifth of a second."""
     total = 0.0
-    changes = inst.history.changes
-    for i, change in enumerate(changes):
-        if change.state == "idle":
-            until = changes[i + 1].at if i + 1 < len(changes) else (inst.ended_at or end)
-            total += max(0.0, until - change.at)
+    h = inst.history
+    n = len(h)
+    for i in range(0, n, 3):
+        if h[i] == "idle":
+            until = h[i + 4] if i + 3 < n else (inst.ended_at or end)
+            total += max(0.0, until - h[i + 1])
     return total
