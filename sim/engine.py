@@ -224,6 +224,12 @@ class Engine:
             if not self.p.apply(fact):
                 raise RuntimeError(f"fact refused by the projection: {fact.kind} {fact.id}: "
                                    f"{self.p.anomalies[-1] if self.p.anomalies else ''}")
+            if type(payload) is Decision:
+                # A third of a month's facts: rounds read them from the projection, and nothing else
+                # here follows, counts or answers one (``Recent``, ``Metrics`` and ``_react`` pass them by).
+                if self.on_fact is not None:
+                    self.on_fact(fact)
+                continue
             if isinstance(self.view, Recent):
                 self.view.add(fact)
             self.metrics.fact(fact)
