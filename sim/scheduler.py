@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TypeVar
 
-from messages.base import copied
+from messages.base import copied, made
 from messages.demand import BundleItem, DemandItem, DemandSnapshot, HostItem, UnitItem
 
 H = TypeVar("H")
@@ -298,8 +298,9 @@ class Scheduler:
             return None
         self.pushed = need
         self.seq += 1
-        return DemandSnapshot(seq=self.seq, time=now, items=[
-            self._published(item, need[item_id]) for item_id, item in self.wanted.items()])
+        # Made, not validated: its items are (validated) models, one per id of ``wanted``.
+        return made(DemandSnapshot, seq=self.seq, items=[
+            self._published(item, need[item_id]) for item_id, item in self.wanted.items()], time=now)
 
     def _published(self, item: DemandItem, count: int) -> DemandItem:
         """``item`` with its unmet ``count``: the copy made for the last snapshot while that says the same
