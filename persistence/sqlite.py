@@ -372,7 +372,7 @@ class SqliteController:
         """
         deadline = time.monotonic() + max(0.0, timeout)
         conn = self._db.connection()
-        watch = self._watch()
+        watch: WalWatch | None = None  # made by the first wait: a look without one needs none
         soon = 0.0  # until then, the log was just written: look again at once
         while True:
             version = self._data_version(conn)
@@ -384,6 +384,7 @@ class SqliteController:
                 remaining = deadline - now
                 if remaining <= 0:
                     return Changes(cursor=cursor)
+                watch = watch or self._watch()
                 if now < soon:
                     time.sleep(min(FAST, remaining))
                 elif watch.wait(min(POLL_INTERVAL, remaining)):
