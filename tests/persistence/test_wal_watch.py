@@ -65,8 +65,9 @@ def _wait_for_a_fact(tmp_path: Path) -> tuple[list[Changes], list]:
         real_watch = reader._watch
 
         def watch() -> WalWatch:
-            waiting.set()
-            return real_watch()
+            made = real_watch()
+            waiting.set()  # once it watches: a commit from now on is one it must see
+            return made
 
         reader._watch = watch  # type: ignore[method-assign]
         waiter = threading.Thread(target=lambda: results.append(reader.changes(cursor, timeout=120)))
