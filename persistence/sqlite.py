@@ -372,7 +372,8 @@ class SqliteController:
         """
         deadline = time.monotonic() + max(0.0, timeout)
         conn = self._db.connection()
-        watch: WalWatch | None = None  # made by the first wait: a look without one needs none
+        # Made before the first look, so a commit after it cannot go unseen; a call that may not wait needs none.
+        watch = self._watch() if timeout > 0 else None
         soon = 0.0  # until then, the log was just written: look again at once
         while True:
             version = self._data_version(conn)
@@ -384,7 +385,8 @@ class SqliteController:
                 remaining = deadline - now
                 if remaining <= 0:
                     return Changes(cursor=cursor)
-                watch = watch or self._watch()
+                if watch is None:  # no time to wait: returned just above
+                    return Changes(cursor=cursor)
                 if now < soon:
                     time.sleep(min(FAST, remaining))
                 elif watch.wait(min(POLL_INTERVAL, remaining)):
