@@ -2,11 +2,14 @@
 
 Writers tell ``Append``; every ``Append`` that arrived before the next
 ``_Flush`` is committed in one transaction (group commit: the flush message
-queues behind the appends). After a commit the journal reads the log from
-where it last delivered and feeds subscribers in seq order, so a writer sees
-its own facts in its projection before it gets the ``Appended`` reply (pykka
-delivers one sender's messages in order). The tailer's batches go the same
-way; facts already delivered are skipped by seq.
+queues behind the appends). After a commit the journal feeds subscribers in
+seq order: the facts as the controller gave them back when they follow on
+from what it delivered last, else what the log holds from there (another
+writer's facts came between). So a writer sees its own facts in its
+projection before it gets the ``Appended`` reply (pykka delivers one
+sender's messages in order). The commit hook (metrics, the mark, the audit
+log) runs after the subscribers were told and before the replies. The
+tailer's batches go the same way; facts already delivered are skipped by seq.
 
 With a shared projection (``persistence.shared``), the journal applies each
 batch to it on its own thread before telling any subscriber, so the planner,
@@ -224,25 +227,28 @@ class JournalActor(Actor):
         failpoint("journal.before_commit")
         try:
             result = self.controller.append(facts)
+            elapsed = time.perf_counter() - started
         except ControllerUnavailable as exc:
             log.error("journal: %d facts not committed: %s", len(facts), exc)
             for msg in batch:
                 if msg.reply_to is not None:
                     self._tell(msg.reply_to, Appended(tag=msg.tag, error=str(exc)))
             return
-        if self.on_commit is not None:
-            # Metrics and the audit log hang here; their failure must not lose the commit's replies.
-            try:
-                self.on_commit(result.accepted, time.perf_counter() - started)
-            except Exception:
-                log.exception("journal: on_commit hook failed")
         failpoint("journal.after_commit")
+        self._committed(result.accepted)
         for fact in result.accepted:
             log.info("%s", summary(fact))
         refused = {r.id: r for r in result.refused}
         for r in result.refused:
             log.warning("journal: fact %s refused under lease %s: %s", r.id, r.lease, r.reason)
-        self._catch_up()
+        if self.on_commit is not None:
+            # Metrics, the mark and the audit log hang here: after the subscribers heard of the facts (an
+            # owner acts on its orders meanwhile), before the writers' replies (an operator's action is in
+            # the audit log when its request returns). Their failure must not lose the commit's replies.
+            try:
+                self.on_commit(result.accepted, elapsed)
+            except Exception:
+                log.exception("journal: on_commit hook failed")
         for msg in batch:
             if msg.reply_to is None:
                 continue
@@ -255,6 +261,16 @@ class JournalActor(Actor):
                     refused=[(i, refused[i].lease, refused[i].reason) for i in mine if i in refused],
                 )
             )
+
+    def _committed(self, accepted: list[Fact]) -> None:
+        """Feed what a commit wrote: as it came back from the controller when it follows on from what was
+        delivered, seq after seq (no other writer's fact came between), else read from the log."""
+        seqs = [f.seq for f in accepted]
+        first = self.delivered + 1
+        if seqs and seqs == list(range(first, first + len(seqs))):
+            self._deliver(accepted)
+        else:
+            self._catch_up()
 
     # --- feeding -------------------------------------------------------------------
 

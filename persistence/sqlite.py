@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 import time
 from typing import Sequence
 
@@ -34,6 +35,7 @@ from persistence.encoding import at_seq, stored_fact
 from persistence.failpoints import failpoint
 from persistence.port import DEMAND_HISTORY, AppendResult, Changes, Cursor, RefusedFact, ResourceTotal
 from persistence.private import private_file
+from persistence.wal_watch import FAST, WalWatch
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +117,9 @@ class SqliteController:
             pass  # SQLite says what is wrong with the path, as ControllerUnavailable
         self._db = SqliteDatabase(path, busy_timeout=busy_timeout)
         self._decode = Decoder(path)
+        self._watches = threading.local()
+        self._watch_lock = threading.Lock()
+        self._all_watches: list[WalWatch] = []
         try:
             self._db.ensure_schema(_SCHEMA)
             self._add_columns()
@@ -360,20 +365,43 @@ class SqliteController:
         """Polls ``PRAGMA data_version``, which moves when another connection commits.
 
         The version is read before each look, so a commit landing between the
-        look and the wait is caught by the next poll rather than missed.
+        look and the wait is caught by the next poll rather than missed. Between
+        polls the thread waits for the write-ahead log to be written
+        (``persistence.wal_watch``): a commit is then looked for every
+        ``FAST`` seconds until it shows, instead of at the next ``POLL_INTERVAL``.
         """
         deadline = time.monotonic() + max(0.0, timeout)
         conn = self._db.connection()
+        # Made before the first look, so a commit after it cannot go unseen; a call that may not wait needs none.
+        watch = self._watch() if timeout > 0 else None
+        soon = 0.0  # until then, the log was just written: look again at once
         while True:
             version = self._data_version(conn)
             found = self._changes_since(cursor)
             if found is not None:
                 return found
             while self._data_version(conn) == version:
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     return Changes(cursor=cursor)
-                time.sleep(min(POLL_INTERVAL, remaining))
+                if watch is None:  # no time to wait: returned just above
+                    return Changes(cursor=cursor)
+                if now < soon:
+                    time.sleep(min(FAST, remaining))
+                elif watch.wait(min(POLL_INTERVAL, remaining)):
+                    soon = time.monotonic() + POLL_INTERVAL
+                elif not watch.watching:
+                    time.sleep(min(POLL_INTERVAL, remaining))
+
+    def _watch(self) -> WalWatch:
+        """This thread's watch of the log (each waiting thread reads events of its own)."""
+        watch: WalWatch | None = getattr(self._watches, "watch", None)
+        if watch is None:
+            watch = self._watches.watch = WalWatch(self.path)
+            with self._watch_lock:
+                self._all_watches.append(watch)
+        return watch
 
     def _data_version(self, conn: sqlite3.Connection) -> int:
         with self._db.unavailable():
@@ -399,3 +427,7 @@ class SqliteController:
 
     def close(self) -> None:
         self._db.close()
+        with self._watch_lock:
+            watches, self._all_watches = self._all_watches, []
+        for watch in watches:
+            watch.close()

@@ -22,9 +22,10 @@ oldest file), so facts written since (not yet looked at) and lines rotated
 away on purpose are told from cut ones.
 
 Writers catch up from the head: the daemon after each of its commits that
-holds an audited fact (so an operator's action is in the log when its
-request returns) and every few seconds for other writers' facts, the CLI
-after each fact it appends. They take an exclusive lock on ``<log>.lock``
+holds an operator's audited fact (so the action is in the log when its
+request returns), a moment after a commit of its own audited facts, and
+every few seconds for other writers' facts, the CLI after each fact it
+appends. They take an exclusive lock on ``<log>.lock``
 and read the last hash and the head from disk, never from memory alone.
 Lines are flushed, not fsynced: the facts in the controller are the durable
 record, this is their tamper-evident trail.

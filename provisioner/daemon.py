@@ -63,7 +63,7 @@ from provisioner.metrics import Metrics
 from provisioner.operations import CommitFailed, Operations
 from provisioner.readmodel import ReadModel
 from provisioner.reload import plan_reload
-from provisioner.resetguard import ControllerReset, Mark, accept, check, refusal
+from provisioner.resetguard import ControllerReset, Mark, MarkKeeper, accept, check, refusal
 from provisioner.snapshotter import Snapshotter
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ class Daemon:
         self.snapshots = SnapshotStore.for_controller(home, cfg.controller.url)
         #: The last fact this daemon saw committed here: a controller that lost it is refused at start.
         self.mark = Mark(home, cfg.controller.url)
+        self.marks = MarkKeeper(self.mark)
         self.accept_reset = accept_reset
         #: The one projection of every fact: the journal feeds it, the planner, budget and REST read it.
         self.shared = SharedProjection()
@@ -147,6 +148,7 @@ class Daemon:
         cursor, snapshot = begun
         c = self.controller
         shared = self.shared
+        self.marks.start()
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
                                           refused_events=self.metrics.refused_events,
                                           snapshot=snapshot, shared=shared)
@@ -230,11 +232,15 @@ class Daemon:
                 log.exception("daemon: commit hook %s failed", getattr(hook, "__name__", hook))
 
     def _marked(self, facts: list[Fact], _seconds: float) -> None:
-        self.mark.committed(facts)
+        self.marks.committed(facts)
 
     def _audit(self, facts: list[Fact], _seconds: float) -> None:
-        """Audit lines for the commit's audited facts now (and whatever other writers' came before them)."""
-        if any(audited(f) for f in facts):
+        """Audit lines for an operator's audited facts now, before the request returns (with whatever came
+        before them); the daemon's own (fenced: its planner's, owners', leases') the auditor takes in a moment."""
+        mine = [f for f in facts if audited(f)]
+        if mine and all(f.lease for f in mine):
+            self.auditor.soon()
+        elif mine:
             try:
                 self.audit.catch_up(self.controller, limit=AUDIT_SLICE)
             except ControllerUnavailable as exc:
@@ -321,6 +327,7 @@ class Daemon:
             if ref is not None and ref.is_alive():
                 ref.stop(block=True, timeout=15)
         self.scripts.close()
+        self.marks.stop()  # the journal is stopped: the last mark is its last commit's
         if self.started:
             self.snapshotter.stop()
             self.auditor.stop()

@@ -8,8 +8,8 @@ in the daemon's home remember what the controller held:
 
 - the **mark** (``<home>/marks/<hash of the controller URL>.json``): the seq
   and id of the last fact this daemon saw committed by its own hand, written
-  after each of its commits (so a controller emptied before the first
-  snapshot is caught too);
+  right after each of its commits, on a thread of its own (``MarkKeeper``),
+  so a controller emptied before the first snapshot is caught too;
 - the **snapshot** (``persistence.snapshot``): the seq and id of the fact it
   was taken at.
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -82,6 +83,61 @@ class Mark:
         newest = max(facts, key=lambda f: f.seq or 0, default=None)
         if newest is not None and (newest.seq or 0) > self.seq:
             self.write(newest.seq or 0, newest.id)
+
+
+class MarkKeeper:
+    """Writes a daemon's mark after its commits, on a thread of its own, the newest when several wait.
+
+    A mark is a write and a rename, and a rename waits for the file system's journal, which the
+    controller's fsync'd commits keep busy: on the journal's thread it held up the next commit by
+    as long as the commit itself took. ``stop`` writes the last one.
+    """
+
+    def __init__(self, mark: Mark) -> None:
+        self.mark = mark
+        self._lock = threading.Lock()
+        self._newest: tuple[int, str] | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="marks", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def committed(self, facts: list[Fact]) -> None:
+        """The journal's commit hook: the newest fact of a commit is to become the mark."""
+        newest = max(facts, key=lambda f: f.seq or 0, default=None)
+        if newest is None:
+            return
+        with self._lock:
+            if (newest.seq or 0) > (self._newest[0] if self._newest else self.mark.seq):
+                self._newest = (newest.seq or 0, newest.id)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            self._write()
+            if self._stopping:
+                return
+
+    def _write(self) -> None:
+        with self._lock:
+            newest, self._newest = self._newest, None
+        if newest is not None and newest[0] > self.mark.seq:
+            try:
+                self.mark.write(*newest)
+            except OSError as exc:
+                log.error("controller mark %s not written: %s", self.mark.path, exc)
+
+    def stop(self) -> None:
+        """Write the last mark (on the caller's thread if the keeper never started)."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self._write()
 
 
 def check(controller: Controller, mark: Mark, snapshots: SnapshotStore, url: str) -> str | None:

@@ -8,7 +8,7 @@ from actors.budget import BudgetActor
 from actors.journal import JournalActor
 from actors.planner import PlannerActor
 from actors.provider import ProviderActor
-from messages.commands import CaughtUp, Committed, DemandChanged, HostEvents, Subscribe, SupplyChanged
+from messages.commands import Append, Appended, CaughtUp, Committed, DemandChanged, HostEvents, Subscribe, SupplyChanged
 from messages.demand import DemandSnapshot, UnitItem
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
@@ -66,3 +66,58 @@ def test_every_subscriber_takes_what_the_journal_tells_them_all(actor):
     it does with each, if only that it is another's business.
     """
     assert {CaughtUp, DemandChanged, SupplyChanged, HostEvents} <= set(actor._handlers)
+
+
+def _usage(n: int):
+    return make_fact(UsageObserved(resource="vcs", in_use=n), provider="units", now=float(n))
+
+
+def test_subscribers_hear_of_a_commit_before_its_hook_and_the_writer_after_it(tmp_path):
+    """The hook (the mark, the audit log) runs once subscribers were told, and before the writer's reply."""
+    controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}")
+    subscriber, writer = Inbox(), Inbox()
+    at_hook: list[tuple[bool, bool]] = []
+
+    def hook(facts, _seconds):
+        at_hook.append((not subscriber.q.empty(), writer.q.empty()))
+
+    journal = JournalActor.start(controller, on_commit=hook)
+    try:
+        journal.tell(Subscribe(ref=subscriber))
+        subscriber.get(CaughtUp)
+        journal.tell(Append(facts=[_usage(1)], reply_to=writer, tag="w"))
+        assert writer.get(Appended).accepted
+        assert at_hook == [(True, True)]
+    finally:
+        journal.stop()
+        controller.close()
+
+
+def test_a_commit_is_fed_with_the_facts_another_writer_committed_before_it_in_log_order(tmp_path):
+    """A commit that follows on from what was fed is fed as written; one after another writer's facts is
+    fed from the log, those facts first (no tailer here tells the journal of them)."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    controller, other = open_controller(url), open_controller(url)
+    subscriber, writer = Inbox(), Inbox()
+    journal = JournalActor.start(controller)
+    try:
+        journal.tell(Subscribe(ref=subscriber))
+        subscriber.get(CaughtUp)
+        first = _usage(1)
+        journal.tell(Append(facts=[first], reply_to=writer, tag="w"))
+        writer.get(Appended)
+        theirs = other.append([_usage(2)]).accepted
+        mine = _usage(3)
+        journal.tell(Append(facts=[mine], reply_to=writer, tag="w"))
+        writer.get(Appended)
+        fed = []
+        while not subscriber.q.empty():
+            msg = subscriber.q.get_nowait()
+            if isinstance(msg, Committed):
+                fed += msg.facts
+        assert [(f.id, f.seq) for f in fed] == [(first.id, 1), (theirs[0].id, 2), (mine.id, 3)]
+        assert fed == controller.read(after=0)
+    finally:
+        journal.stop()
+        controller.close()
+        other.close()

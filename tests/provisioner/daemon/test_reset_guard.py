@@ -9,8 +9,8 @@ import pytest
 from messages.facts import ProviderAdmin, make_fact
 from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
-from provisioner.resetguard import ControllerReset, Mark, accept, check
-from tests.support.daemons import HOSTS_SIM, make_config, sim_provider
+from provisioner.resetguard import ControllerReset, Mark, MarkKeeper, accept, check
+from tests.support.daemons import HOSTS_SIM, make_config, sim_provider, wait_until
 
 
 def facts(n: int, provider: str = "p") -> list:
@@ -46,6 +46,24 @@ def test_the_mark_follows_the_commits_and_a_lost_one_is_named(tmp_path, url) -> 
     problem = check(c, Mark(home, url), SnapshotStore.for_controller(home, url), url)
     assert problem is not None and "holds no fact 5" in problem and "its log ends at seq 2" in problem
     assert str(tmp_path / "state.db") in problem, "the controller is named (a file path, or an URL's hosts)"
+    c.close()
+
+
+def test_the_keeper_writes_the_newest_mark_on_its_thread_and_the_last_at_its_stop(tmp_path, url) -> None:
+    home = tmp_path / "home"
+    c = open_controller(url)
+    keeper = MarkKeeper(Mark(home, url))
+    keeper.start()
+    keeper.committed(c.append(facts(3)).accepted)
+    wait_until(lambda: (Mark(home, url).read() or (0,))[0] == 3, timeout=30, what="the mark of seq 3")
+    keeper.committed(c.append(facts(2)).accepted)
+    keeper.committed([])
+    keeper.stop()
+    assert Mark(home, url).read()[:2] == (5, c.read(after=4)[0].id), "the last commit's mark, once stopped"
+    stale = c.read(after=0)[:1]
+    keeper.committed(stale)
+    keeper.stop()
+    assert Mark(home, url).read()[0] == 5, "an older fact never replaces a newer mark"
     c.close()
 
 
