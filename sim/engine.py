@@ -116,6 +116,10 @@ class Engine:
         self.timer_at: float | None = None
         self.demand: DemandSnapshot | None = None
         self.catalog: Catalog | None = None
+        #: The providers and descriptions the catalog was checked against: their count (records are never
+        #: removed), and how many descriptions had been written.
+        self._catalog_of = (0, -1)
+        self._described = 0
         self.clouds = {sp.name: Cloud(sp, cfg.seed) for sp in cfg.providers}
         self.owners = {name: Owner(self, cloud, cfg.policy, cfg.resources, calls)
                        for name, cloud in self.clouds.items()}
@@ -261,6 +265,8 @@ class Engine:
             self.at(self.now, self._licenses)
         elif isinstance(p, LeaseChanged):
             self._dirty()
+        elif isinstance(p, ProviderDescribed):
+            self._described += 1
 
     def _sways(self, fact: Fact) -> str | None:
         """What a fact calls for: "plan" (it could change what the next round orders or returns),
@@ -468,7 +474,12 @@ class Engine:
         self.planned_upto = self.facts
         self.timer_at = None
         self.demand_round = False
-        self.catalog = catalog_for(self.catalog, self.p.providers)
+        # ``catalog_for`` compares every provider's description with the catalog's, which a month of
+        # rounds paid a hundred times each; only a new provider or a description written can change them.
+        seen = (len(self.p.providers), self._described)
+        if seen != self._catalog_of:
+            self.catalog = catalog_for(self.catalog, self.p.providers)
+            self._catalog_of = seen
         proposal = propose(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time, self.catalog)
         approved: list = []
         clamps: list[tuple[str, str]] = []
