@@ -125,6 +125,9 @@ class Engine:
                        for name, cloud in self.clouds.items()}
         self.scheduler = Scheduler(self._fits, self._capacity)
         self._capacities: dict[tuple[str, str | None], dict[str, float]] = {}
+        #: Per item object (by id, with the item, so a new object at a reused id is not mistaken for it): its
+        #: selector, and whether each (provider, template) fits it.
+        self._fit: dict[int, tuple[HostItem | BundleItem, Selector, dict[tuple[str, str | None], bool]]] = {}
         #: Per packed request: how many of its hosts have joined (each takes the next host's load).
         self._joined_of: dict[str, int] = {}
         hold = {sp.name: max(sp.description.min_hold_s, sp.policy.billing_unit) or cfg.policy.idle_time
@@ -416,9 +419,21 @@ class Engine:
         self._push(met_by_supply)
 
     def _fits(self, item: HostItem | BundleItem, host: Host) -> bool:
-        desc = self.clouds[host.provider].desc
-        t = desc.template(host.template) if host.template else None
-        return t is not None and Selector(item).matches(t, desc.zone)
+        """Whether ``host`` could do ``item``'s work. The scheduler asks it of every spare host while an item
+        lacks some, every minute: the answer is kept per item (its selector) and per template."""
+        found = self._fit.get(id(item))
+        if found is None or found[0] is not item:
+            if len(self._fit) > 1_000:  # items the workload no longer holds
+                self._fit.clear()
+            found = self._fit[id(item)] = (item, Selector(item), {})
+        _, selector, fits = found
+        key = (host.provider, host.template)
+        ok = fits.get(key)
+        if ok is None:
+            desc = self.clouds[host.provider].desc  # the simulated provider's own: it never changes
+            t = desc.template(host.template) if host.template else None
+            ok = fits[key] = t is not None and selector.matches(t, desc.zone)
+        return ok
 
     def _capacity(self, host: Host) -> dict[str, float]:
         """What a host has of each numeric attribute of its template: what bundles take."""
