@@ -78,12 +78,6 @@ class Mark:
         os.replace(tmp, self.path)
         self.seq = seq
 
-    def committed(self, facts: list[Fact]) -> None:
-        """The journal's commit hook: the newest fact of a commit becomes the mark."""
-        newest = max(facts, key=lambda f: f.seq or 0, default=None)
-        if newest is not None and (newest.seq or 0) > self.seq:
-            self.write(newest.seq or 0, newest.id)
-
 
 class MarkKeeper:
     """Writes a daemon's mark after its commits, on a thread of its own, the newest when several wait.

@@ -18,7 +18,8 @@ def facts(n: int, provider: str = "p") -> list:
 
 
 def committed(c, n: int, mark: Mark, provider: str = "p") -> None:
-    mark.committed(c.append(facts(n, provider)).accepted)
+    last = c.append(facts(n, provider)).accepted[-1]
+    mark.write(last.seq, last.id)
 
 
 @pytest.fixture
