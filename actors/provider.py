@@ -246,7 +246,7 @@ class ProviderActor(PooledActor, Actor):
         fx += step(p, s, now, self.busy, self.inherited_upto)
         if now - self.last_poll >= policy.poll_every and Poll not in self.busy:
             self.last_poll = now
-            fx += poll(p, s)
+            fx += poll(p, s, self.busy)
             if self.unlisted.since:
                 self._correct(now)  # someone is missing from the view: is their grace over?
         if self.first_scan.take():

@@ -15,11 +15,15 @@ from owner.units import with_totals
 from persistence.projection import Projection
 
 
-def poll(p: Projection, s: OwnerSettings) -> Effects:
+def poll(p: Projection, s: OwnerSettings, busy: Collection[object] = ()) -> Effects:
     """One ``status`` call about every request the provider works on, and every machine still coming.
 
     A request that finished may still have machines on their way up: they are followed through it.
+    None while the last answer's facts are being written: read against a projection without them, the
+    next answer would record the same edges again (a part of a grant given back twice).
     """
+    if Notes("status") in busy:
+        return NOTHING
     ids: dict[str, str] = {}
     for req in p.open(s.name).requests:
         if req.provider_request_id and req.state in POLLED:

@@ -234,7 +234,7 @@ class Owner:
         """A status poll of every open call and every machine still coming."""
         self.polls.discard(at)
         if self.acting:
-            self.carry(poll(self.e.p, self.s))
+            self.carry(poll(self.e.p, self.s, self.busy))
 
     def scan(self, at: float) -> None:
         """The orphan search and the reclaims check."""

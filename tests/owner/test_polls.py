@@ -5,6 +5,7 @@ from __future__ import annotations
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, RequestChanged, RequestPlanned
 from messages.scripts import Machine, RequestState, StatusReport
 from owner.calls import Poll
+from owner.effects import Notes
 from owner.polls import poll, polled
 from owner.requests import replan_returns
 from owner.units import totals
@@ -127,3 +128,12 @@ def test_a_grant_and_the_total_it_causes_are_one_write(units):
     assert (total.base, total.borrowed, total.total) == (2, 3, 5)
     commit(p, "p", polled(p, units, {"lic-1": "g"}, status("lic-1", "complete", granted=3)), T0 + 9)
     assert p.resources["vcs"].total == 5 and not totals(p, units, busy=()), "nothing left to publish apart"
+
+
+def test_no_poll_while_the_last_answer_is_still_being_written(hosts):
+    """An answer read before the last one's facts are in would record the same edges twice (a part of a
+    grant given back twice, a total too low by as much): the next poll waits for that write."""
+    p = projection("p", SUBMITTED)
+    assert not poll(p, hosts, busy={Notes("status")})
+    (c,) = poll(p, hosts, busy={Poll}).calls
+    assert c.purpose == Poll({"req-1": "r"})
