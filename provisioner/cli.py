@@ -208,7 +208,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from provisioner.daemon import Daemon, connect, stop_signals
     from provisioner.memory import fix_mmap_threshold, limit_arenas
     from provisioner.resetguard import EXIT, ControllerReset
-    from sim.workload import DemoWorkload
 
     fix_mmap_threshold()
     limit_arenas()
@@ -226,6 +225,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         daemon.reload_asked = reload
         workload = None
         if is_demo:
+            from sim.workload import DemoWorkload  # the demo's scheduler only: a configured daemon never loads it
+
             log.info("no config given: running the built-in demo with state in %s", home)
             workload = DemoWorkload(controller, set_license_use=lambda n: sim_admin(
                 home, "sim-licenses", "set-in-use", "vcs", str(n)))

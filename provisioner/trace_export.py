@@ -15,8 +15,6 @@ from config.load import public_url
 from persistence.controller import open_controller
 from persistence.port import DEMAND_HISTORY
 from persistence.projection import Projection
-from sim.export import export
-from sim.trace import write_trace
 
 #: Facts read per call.
 PAGE = 10_000
@@ -31,6 +29,11 @@ def _iso(t: float) -> str:
 
 
 def export_main(url: str, out: Path, since_s: float, step: float, now: float | None = None) -> int:
+    # The simulator's modules are imported here, not above: the CLI imports this module for its
+    # error, and a running daemon (``provisioner run``) would otherwise hold them for nothing.
+    from sim.export import export
+    from sim.trace import write_trace
+
     now = time.time() if now is None else now
     if since_s <= 0:
         raise ExportError("--since: give how far back, e.g. 30d or 12h")

@@ -88,3 +88,21 @@ def test_what_was_freed_inside_the_heap_goes_back_to_the_system():
     assert out.returncode == 0, out.stderr
     before, after = map(int, out.stdout.split())
     assert before - after >= 24, f"{before} MiB resident before, {after} MiB after"
+
+
+#: What ``provisioner run`` imports before it serves a configured daemon (``cmd_run``), then the
+#: simulator's modules among what is loaded.
+RUN_IMPORTS = """
+import sys
+import provisioner.cli, provisioner.daemon, provisioner.memory, provisioner.resetguard
+print(" ".join(sorted(m for m in sys.modules if m.startswith("sim."))))
+"""
+
+
+def test_a_configured_daemon_loads_none_of_the_simulator():
+    """The demo's workload and ``trace export`` import the simulator when used: a daemon serving
+    real providers holds none of its modules (only ``sim``'s package, for the demo's paths)."""
+    out = subprocess.run([sys.executable, "-c", RUN_IMPORTS], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == []
