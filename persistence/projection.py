@@ -407,7 +407,7 @@ class Projection:
             seq=fact.seq or 0,
         )
         self.requests[rid] = rec
-        part = self._part(fact.provider)
+        part = self.parts.get(fact.provider) or self._part(fact.provider)
         part.open_requests[rid] = None
         part.requests[rid] = None
         order = self.orders.get(p.order_id) if p.order_id else None
@@ -469,10 +469,11 @@ class Projection:
             launched_at=p.launched_at,
             private_ip=p.private_ip,
         )
-        part = self._part(provider)
+        part = self.parts.get(provider) or self._part(provider)
         if state not in _INSTANCE_ENDS:
             part.live_instances[key] = None
-            part.live_added(state)
+            states = part.live_states  # ``part.live_added(state)``, written out
+            states[state] = states.get(state, 0) + 1
         self.instances[key] = rec
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
@@ -499,16 +500,21 @@ class Projection:
             if state == "return_planned" and p.request_id != rec.return_request_id:
                 rec.returns += 1
             rec.return_request_id = p.request_id
-        part = self._part(provider)
+        part = self.parts.get(provider) or self._part(provider)
+        states = part.live_states  # ``part.live_left(was)`` and ``part.live_added(state)``, written out
         if not ended:
-            part.live_left(was)
+            n = states[was] - 1
+            if n:
+                states[was] = n
+            else:
+                del states[was]
         if state in _INSTANCE_ENDS:
             part.live_instances.pop(rec.key, None)
         else:
             if ended:
                 # The provider showed the end was none (listed again): it is ours again.
                 part.live_instances[rec.key] = None
-            part.live_added(state)
+            states[state] = states.get(state, 0) + 1
 
     def _grant_changed(self, fact: Fact, p: GrantChanged) -> None:
         if p.kind == "grant_orphan_found" and p.grant_id not in self.grants:
