@@ -43,6 +43,14 @@ class StateMachine:
     #: States where a record stops being live (it neither costs nor counts as held); an edge out of one
     #: brings it back, when the provider shows the end was not one.
     terminal: frozenset[str] = field(default_factory=frozenset)
+    #: state (None before the first) -> the states it may change to: ``initial`` and ``edges`` as one
+    #: lookup, for ``History.advance``, which every change of every record in a replay makes.
+    moves: Mapping[str | None, frozenset[str]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        moves: dict[str | None, frozenset[str]] = {src: frozenset(dsts) for src, dsts in self.edges.items()}
+        moves[None] = self.initial
+        object.__setattr__(self, "moves", moves)
 
     @property
     def states(self) -> frozenset[str]:
@@ -275,6 +283,9 @@ class StatusChange:
     reason: str = ""
 
 
+_NOWHERE: frozenset[str] = frozenset()
+
+
 class History(tuple):
     """A record's state with every change and its time, so timeouts derive from it.
 
@@ -314,8 +325,16 @@ class History(tuple):
                 return self[i + 1]
         return None
 
+    @staticmethod
+    def begin(machine: StateMachine, state: str, at: float, reason: str = "") -> "History":
+        """A record's first change: ``History().advance(...)``, without the empty history."""
+        if state not in machine.initial:
+            machine.check(None, state)  # raises, saying why
+        return tuple.__new__(History, (state, at, reason))
+
     def advance(self, machine: StateMachine, to: str, at: float, reason: str = "") -> "History":
-        machine.check(self.state, to)
+        if to not in machine.moves.get(self.state, _NOWHERE):
+            machine.check(self.state, to)  # raises, saying why
         return tuple.__new__(History, (*self, to, at, reason))
 
     def __repr__(self) -> str:

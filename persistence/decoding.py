@@ -7,7 +7,7 @@ reader of the log; the reader moves past it, and says so once per row.
 from __future__ import annotations
 
 import logging
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from messages.facts import Fact
 
@@ -49,6 +49,20 @@ class Decoder:
         fact.__dict__["seq"] = seq
         fact.__pydantic_fields_set__.add("seq")
         return fact
+
+    def facts(self, rows: Iterable[tuple[int, bytes]], out: list[Fact]) -> None:
+        """``fact`` of each ``(seq, stored)`` row, appended to ``out`` where it decodes: a page of a replay in
+        one loop, without a call per row."""
+        validate, append = _validate_fact, out.append
+        for seq, stored in rows:
+            try:
+                fact = validate(stored)
+            except ValueError as exc:
+                self._skip("fact", seq, exc)
+                continue
+            fact.__dict__["seq"] = seq
+            fact.__pydantic_fields_set__.add("seq")
+            append(fact)
 
     def _skip(self, what: str, seq: int, exc: ValueError) -> None:
         if (what, seq) not in self._warned:

@@ -175,8 +175,10 @@ def _records(table: Mapping[Any, Any], parts: list[Part], keys: Callable[[Part],
     return [table[k] for part in parts for k in keys(part)]
 
 
-#: Every record's history before its first change (immutable, so one serves them all).
-_START = History()
+#: Instance states: where one ends, where it serves (a join, or idle or busy with no join seen), on its way back.
+_INSTANCE_ENDS = INSTANCE.terminal
+_SERVING = frozenset({"joined", "idle", "busy"})
+_RETURNING = frozenset({"return_planned", "returning"})
 
 #: The part of a provider with nothing in motion: read, never written.
 _NO_PART = Part()
@@ -210,8 +212,24 @@ class Projection:
     # --- feeding ----------------------------------------------------------------
 
     def apply_all(self, facts: Iterable[Fact]) -> None:
+        # ``apply`` for each, written out: a replay calls it for every fact of the log.
+        only, handlers = self._only, _HANDLERS
         for fact in facts:
-            self.apply(fact)
+            seq = fact.seq
+            if seq is not None:
+                if seq <= self.seq:
+                    continue
+                self.seq = seq
+            if only is not None and not only(fact):
+                continue
+            payload = fact.payload
+            handler = handlers.get(type(payload))
+            if handler is None:
+                continue
+            try:
+                handler(self, fact, payload)
+            except (IllegalTransition, KeyError, ValueError) as exc:
+                self._skipped(fact, exc)
 
     def apply(self, fact: Fact) -> bool:
         """Apply one committed fact; False when it was skipped (already seen, filtered, bad)."""
@@ -229,11 +247,14 @@ class Projection:
         try:
             handler(self, fact, payload)
         except (IllegalTransition, KeyError, ValueError) as exc:
-            note = f"fact {fact.seq} {fact.id} ({fact.kind}, provider {fact.provider!r}) skipped: {exc}"
-            self.anomalies.append(note)
-            log.warning(note)
+            self._skipped(fact, exc)
             return False
         return True
+
+    def _skipped(self, fact: Fact, exc: Exception) -> None:
+        note = f"fact {fact.seq} {fact.id} ({fact.kind}, provider {fact.provider!r}) skipped: {exc}"
+        self.anomalies.append(note)
+        log.warning(note)
 
     # --- lookups ------------------------------------------------------------------
 
@@ -366,15 +387,16 @@ class Projection:
         self.budget_events.append((fact.time, p))
 
     def _planned(self, fact: Fact, p: RequestPlanned) -> None:
-        if fact.id in self.requests:
+        rid, at = fact.id, fact.time
+        if rid in self.requests:
             return
         rec = RequestRecord(
-            id=fact.id,
+            id=rid,
             provider=fact.provider,
             action=p.action,
             supply=p.supply,
-            history=_START.advance(REQUEST, "planned", fact.time),
-            created_at=fact.time,
+            history=History.begin(REQUEST, "planned", at),
+            created_at=at,
             order_id=p.order_id,
             item_id=p.item_id,
             template=p.template,
@@ -384,24 +406,24 @@ class Projection:
             grants=list(p.grants),
             seq=fact.seq or 0,
         )
-        self.requests[fact.id] = rec
-        part = self._part(fact.provider)
-        part.open_requests[fact.id] = None
-        part.requests[fact.id] = None
-        order = self.orders.get(p.order_id)
+        self.requests[rid] = rec
+        part = self.parts.get(fact.provider) or self._part(fact.provider)
+        part.open_requests[rid] = None
+        part.requests[rid] = None
+        order = self.orders.get(p.order_id) if p.order_id else None
         if order is not None:
-            order.request_ids.append(fact.id)
+            order.request_ids.append(rid)
             self._part(order.provider).open_orders.pop(order.id, None)
         if p.action == "request" and p.supply == "units" and p.resource:
-            self.grants[fact.id] = GrantRecord(
+            self.grants[rid] = GrantRecord(
                 provider=fact.provider,
-                id=fact.id,
+                id=rid,
                 resource=p.resource,
-                history=_START.advance(GRANT, "requested", fact.time),
+                history=History.begin(GRANT, "requested", at),
                 requested=p.count,
                 item_id=p.item_id,
             )
-            part.live_grants[fact.id] = None
+            part.live_grants[rid] = None
 
     def _request_changed(self, fact: Fact, p: RequestChanged) -> None:
         rec = self.requests[p.request_id]
@@ -430,15 +452,16 @@ class Projection:
 
     def _instance_seen(self, fact: Fact, p: InstanceSeen) -> None:
         # One string per instance: the record keeps it, and every index holds the same one.
-        key = f"{fact.provider}/{p.machine_id}"
+        provider, state = fact.provider, p.state
+        key = f"{provider}/{p.machine_id}"
         if key in self.instances:
             return
         req = self.requests.get(p.request_id)
         rec = InstanceRecord(
-            provider=fact.provider,
+            provider=provider,
             key=key,
             name=p.name,
-            history=_START.advance(INSTANCE, p.state, fact.time, p.reason),
+            history=History.begin(INSTANCE, state, fact.time, p.reason),
             # The request's own id string: a hundred instances of one request share it.
             request_id=req.id if req else p.request_id,
             template=p.template or (req.template if req else None),
@@ -446,51 +469,59 @@ class Projection:
             launched_at=p.launched_at,
             private_ip=p.private_ip,
         )
-        part = self._part(fact.provider)
-        if p.state not in INSTANCE.terminal:
+        part = self.parts.get(provider) or self._part(provider)
+        if state not in _INSTANCE_ENDS:
             part.live_instances[key] = None
-            part.live_added(rec.state)
+            states = part.live_states  # ``part.live_added(state)``, written out
+            states[state] = states.get(state, 0) + 1
         self.instances[key] = rec
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
-        rec = self.instances[f"{fact.provider}/{p.machine_id}"]
-        key = rec.key
+        provider, state = fact.provider, p.state
+        rec = self.instances[f"{provider}/{p.machine_id}"]
         if p.event_seq is not None:
-            self.host_event_seq[fact.provider] = max(self.host_event_seq.get(fact.provider, 0), p.event_seq)
-        if p.state == rec.state:
+            self.host_event_seq[provider] = max(self.host_event_seq.get(provider, 0), p.event_seq)
+        history = rec.history
+        was = history.state or "requested"  # ``rec.state``, without its property call
+        if state == was:
             # A failed return planned again: the record follows the new return request, or the
             # owner would take the old failure for a fresh one and plan the return once more.
-            if p.state == "return_planned" and p.request_id and p.request_id != rec.return_request_id:
+            if state == "return_planned" and p.request_id and p.request_id != rec.return_request_id:
                 rec.returns += 1
-            if p.state in ("return_planned", "returning") and p.request_id:
+            if state in _RETURNING and p.request_id:
                 rec.return_request_id = p.request_id
             return
-        was = rec.state
-        ended = was in INSTANCE.terminal
-        rec.history = rec.history.advance(INSTANCE, p.state, fact.time, p.reason)
-        if p.state == "joined" or (p.state in ("idle", "busy") and rec.joined_at is None):
-            rec.joined_at = fact.time
-        if p.state == "return_planned" and p.request_id and p.request_id != rec.return_request_id:
-            rec.returns += 1
-        if p.state in ("return_planned", "returning") and p.request_id:
+        ended = was in _INSTANCE_ENDS
+        rec.history = history.advance(INSTANCE, state, fact.time, p.reason)
+        if state in _SERVING:
+            if state == "joined" or rec.joined_at is None:
+                rec.joined_at = fact.time
+        elif state in _RETURNING and p.request_id:
+            if state == "return_planned" and p.request_id != rec.return_request_id:
+                rec.returns += 1
             rec.return_request_id = p.request_id
-        part = self._part(fact.provider)
+        part = self.parts.get(provider) or self._part(provider)
+        states = part.live_states  # ``part.live_left(was)`` and ``part.live_added(state)``, written out
         if not ended:
-            part.live_left(was)
-        if p.state in INSTANCE.terminal:
-            part.live_instances.pop(key, None)
+            n = states[was] - 1
+            if n:
+                states[was] = n
+            else:
+                del states[was]
+        if state in _INSTANCE_ENDS:
+            part.live_instances.pop(rec.key, None)
         else:
             if ended:
                 # The provider showed the end was none (listed again): it is ours again.
-                part.live_instances[key] = None
-            part.live_added(p.state)
+                part.live_instances[rec.key] = None
+            states[state] = states.get(state, 0) + 1
 
     def _grant_changed(self, fact: Fact, p: GrantChanged) -> None:
         if p.kind == "grant_orphan_found" and p.grant_id not in self.grants:
             # Held at the provider under a token no fact knows: a record starts here.
             self.grants[p.grant_id] = GrantRecord(
                 provider=fact.provider, id=p.grant_id, resource=p.resource,
-                history=_START.advance(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
+                history=History.begin(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
             )
             self._part(fact.provider).live_grants[p.grant_id] = None
             return

@@ -248,11 +248,8 @@ class SqliteController:
             ).fetchall()
             if not rows:
                 break
-            for seq, payload in rows:
-                last = seq
-                fact = self._decode.fact(seq, payload)
-                if fact is not None:
-                    out.append(fact)
+            last = rows[-1][0]
+            self._decode.facts(rows, out)
         return out, last
 
     def last_seq(self) -> int:

@@ -34,6 +34,10 @@ def test_every_listed_edge_is_allowed(machine, src, dst):
 def test_every_unlisted_pair_is_refused(machine, src, dst):
     with pytest.raises(IllegalTransition, match=machine.name):
         machine.check(src, dst)
+    # A history in ``src`` refuses it as well, with the same words (it looks the edge up in ``moves``).
+    history = History((src, 0.0, ""))
+    with pytest.raises(IllegalTransition, match=f"{src!r} -> {dst!r} is not allowed"):
+        history.advance(machine, dst, 1.0)
 
 
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)
@@ -52,8 +56,25 @@ def test_tables_are_closed(machine):
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)
 def test_cannot_start_outside_initial(machine):
     for state in machine.states - machine.initial:
-        with pytest.raises(IllegalTransition):
+        with pytest.raises(IllegalTransition, match="cannot start in"):
             History().advance(machine, state, 0.0)
+        with pytest.raises(IllegalTransition, match="cannot start in"):
+            History.begin(machine, state, 0.0)
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)
+def test_a_history_begun_is_the_first_advance_of_an_empty_one(machine):
+    for state in machine.initial:
+        begun = History.begin(machine, state, 5.0, "why")
+        assert begun == History().advance(machine, state, 5.0, "why")
+        assert type(begun) is History and begun.state == state
+
+
+@pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)
+def test_moves_are_the_initial_states_and_the_edges(machine):
+    assert machine.moves[None] == machine.initial
+    assert {src: set(dsts) for src, dsts in machine.moves.items() if src is not None} == {
+        src: set(dsts) for src, dsts in machine.edges.items()}
 
 
 def test_history_keeps_order_and_times():

@@ -39,3 +39,25 @@ def test_a_fact_at_its_seq_is_the_models_copy_with_that_seq(fact: Fact) -> None:
     assert fact.model_fields_set == fields
     # and it reads back from its row as the same fact
     assert Decoder("test").fact(9, stored_fact(placed)) == placed
+
+
+def test_a_page_decodes_as_its_rows_one_by_one_and_skips_the_same_rows_with_the_same_warnings(caplog) -> None:
+    # A page of rows: the stores' own, one edited by hand into a shape no model takes, one that is no JSON,
+    # one with a field the model lacks (a newer schema's).
+    rows = [(i + 1, stored_fact(fact)) for i, fact in enumerate(FACTS)]
+    rows.insert(2, (50, stored_fact(FACTS[0]).replace(b'"in_use":3', b'"in_use":-3')))
+    rows.insert(4, (51, b'{"id": "x", "time": '))
+    rows.append((52, stored_fact(FACTS[1]).replace(b'"v":1', b'"v":1,"shard":4')))
+    one_by_one, paged = Decoder("one"), Decoder("page")
+    caplog.set_level("WARNING")
+    singly = [fact for seq, stored in rows if (fact := one_by_one.fact(seq, stored)) is not None]
+    warned = [r.getMessage().replace("controller one:", "") for r in caplog.records]
+    caplog.clear()
+    page: list[Fact] = []
+    paged.facts(rows, page)
+    assert [r.getMessage().replace("controller page:", "") for r in caplog.records] == warned
+    assert [w.split(" that ")[0] for w in warned] == [" skipping fact seq 50", " skipping fact seq 51",
+                                                      " skipping fact seq 52"]
+    assert page == singly and [f.seq for f in page] == list(range(1, len(FACTS) + 1))
+    assert [f.model_fields_set for f in page] == [f.model_fields_set for f in singly]
+    assert page == [at_seq(fact, i + 1) for i, fact in enumerate(FACTS)]
