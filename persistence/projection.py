@@ -211,9 +211,12 @@ class Projection:
 
     # --- feeding ----------------------------------------------------------------
 
-    def apply_all(self, facts: Iterable[Fact]) -> None:
-        # ``apply`` for each, written out: a replay calls it for every fact of the log.
+    def apply_all(self, facts: Iterable[Fact]) -> int:
+        """Apply committed facts in order; returns how many were applied (the others were skipped:
+        already seen, filtered, of no concern here, or bad)."""
+        # One loop, the steps written out, serves ``apply`` too: a replay runs it for every fact of the log.
         only, handlers = self._only, _HANDLERS
+        applied = 0
         for fact in facts:
             seq = fact.seq
             if seq is not None:
@@ -230,26 +233,13 @@ class Projection:
                 handler(self, fact, payload)
             except (IllegalTransition, KeyError, ValueError) as exc:
                 self._skipped(fact, exc)
+                continue
+            applied += 1
+        return applied
 
     def apply(self, fact: Fact) -> bool:
         """Apply one committed fact; False when it was skipped (already seen, filtered, bad)."""
-        seq = fact.seq
-        if seq is not None:
-            if seq <= self.seq:
-                return False
-            self.seq = seq
-        if self._only is not None and not self._only(fact):
-            return False
-        payload = fact.payload
-        handler = _HANDLERS.get(type(payload))
-        if handler is None:
-            return False
-        try:
-            handler(self, fact, payload)
-        except (IllegalTransition, KeyError, ValueError) as exc:
-            self._skipped(fact, exc)
-            return False
-        return True
+        return self.apply_all((fact,)) == 1
 
     def _skipped(self, fact: Fact, exc: Exception) -> None:
         note = f"fact {fact.seq} {fact.id} ({fact.kind}, provider {fact.provider!r}) skipped: {exc}"
