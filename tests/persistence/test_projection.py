@@ -48,6 +48,12 @@ def test_already_applied_and_illegal_facts_are_skipped_not_raised():
                         provider="a", now=9).model_copy(update={"seq": 11})
     assert not p.apply(unknown)
     assert p.seq == 11
+    # Many at once: only those applied are counted (a seen seq, an illegal edge, an unknown request are not).
+    good = make_fact(RequestChanged(kind="request_submitted", request_id="f1", state="submitted",
+                                    provider_request_id="pr"), provider="a", now=12).model_copy(update={"seq": 12})
+    again = Projection()
+    assert again.apply_all([*facts, facts[1], bad, unknown, good]) == 3
+    assert again.requests["f1"].state == "submitted" and again.seq == 12
 
 
 def test_a_repeated_attempt_counts_without_changing_state():
