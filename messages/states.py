@@ -262,6 +262,8 @@ POLLED = frozenset(s for s, rule in REQUEST.on_restart.items() if rule is OnRest
 COMING = frozenset({"requested", "provisioning"})
 #: Instances up or coming up but not in the cluster yet: each should join within join_timeout.
 AWAITING_JOIN = frozenset({"provisioning", "running"})
+#: Hosts in the cluster, serving it: joined, then idle or busy.
+SERVING = frozenset({"joined", "idle", "busy"})
 #: Instances the provider must still hold for us: one its list no longer shows is lost.
 HELD = frozenset({"running", "joined", "idle", "busy"})
 #: Instances on their way back: what the provider says of them is the return's to settle.

@@ -15,7 +15,7 @@ from owner.units import with_totals
 from persistence.projection import Projection
 
 
-def poll(p: Projection, s: OwnerSettings, busy: Collection[object] = ()) -> Effects:
+def poll(p: Projection, s: OwnerSettings, busy: Collection[object]) -> Effects:
     """One ``status`` call about every request the provider works on, and every machine still coming.
 
     A request that finished may still have machines on their way up: they are followed through it.

@@ -18,14 +18,11 @@ from dataclasses import dataclass, field
 
 from messages.demand import SupplySnapshot
 from messages.facts import InstanceChanged, Payload
-from messages.states import INSTANCE
+from messages.states import INSTANCE, SERVING
 from owner.effects import NOTHING, Effects, Notes, write
 from owner.hosts import being_returned, host_events
 from owner.settings import OwnerSettings
 from persistence.projection import Projection
-
-#: Hosts the scheduler's view speaks of: those in the cluster.
-SERVING = frozenset({"joined", "idle", "busy"})
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from messages.records import (
     RequestRecord,
     ResourceRecord,
 )
-from messages.states import GRANT, INSTANCE, REQUEST, History, IllegalTransition
+from messages.states import GRANT, INSTANCE, REQUEST, RETURNING, SERVING, History, IllegalTransition
 from persistence.decisions import ItemDecisions
 
 log = logging.getLogger(__name__)
@@ -174,11 +174,6 @@ def _records(table: Mapping[Any, Any], parts: list[Part], keys: Callable[[Part],
     """The records of ``table`` that one index of each part names, part by part, in each index's order."""
     return [table[k] for part in parts for k in keys(part)]
 
-
-#: Instance states: where one ends, where it serves (a join, or idle or busy with no join seen), on its way back.
-_INSTANCE_ENDS = INSTANCE.terminal
-_SERVING = frozenset({"joined", "idle", "busy"})
-_RETURNING = frozenset({"return_planned", "returning"})
 
 #: The part of a provider with nothing in motion: read, never written.
 _NO_PART = Part()
@@ -397,7 +392,7 @@ class Projection:
             seq=fact.seq or 0,
         )
         self.requests[rid] = rec
-        part = self.parts.get(fact.provider) or self._part(fact.provider)
+        part = self._part(fact.provider)
         part.open_requests[rid] = None
         part.requests[rid] = None
         order = self.orders.get(p.order_id) if p.order_id else None
@@ -459,11 +454,10 @@ class Projection:
             launched_at=p.launched_at,
             private_ip=p.private_ip,
         )
-        part = self.parts.get(provider) or self._part(provider)
-        if state not in _INSTANCE_ENDS:
+        part = self._part(provider)
+        if state not in INSTANCE.terminal:
             part.live_instances[key] = None
-            states = part.live_states  # ``part.live_added(state)``, written out
-            states[state] = states.get(state, 0) + 1
+            part.live_added(state)
         self.instances[key] = rec
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
@@ -471,40 +465,34 @@ class Projection:
         rec = self.instances[f"{provider}/{p.machine_id}"]
         if p.event_seq is not None:
             self.host_event_seq[provider] = max(self.host_event_seq.get(provider, 0), p.event_seq)
-        history = rec.history
-        was = history.state or "requested"  # ``rec.state``, without its property call
+        was = rec.state
         if state == was:
             # A failed return planned again: the record follows the new return request, or the
             # owner would take the old failure for a fresh one and plan the return once more.
             if state == "return_planned" and p.request_id and p.request_id != rec.return_request_id:
                 rec.returns += 1
-            if state in _RETURNING and p.request_id:
+            if state in RETURNING and p.request_id:
                 rec.return_request_id = p.request_id
             return
-        ended = was in _INSTANCE_ENDS
-        rec.history = history.advance(INSTANCE, state, fact.time, p.reason)
-        if state in _SERVING:
+        ended = was in INSTANCE.terminal
+        rec.history = rec.history.advance(INSTANCE, state, fact.time, p.reason)
+        if state in SERVING:
             if state == "joined" or rec.joined_at is None:
                 rec.joined_at = fact.time
-        elif state in _RETURNING and p.request_id:
+        elif state in RETURNING and p.request_id:
             if state == "return_planned" and p.request_id != rec.return_request_id:
                 rec.returns += 1
             rec.return_request_id = p.request_id
-        part = self.parts.get(provider) or self._part(provider)
-        states = part.live_states  # ``part.live_left(was)`` and ``part.live_added(state)``, written out
+        part = self._part(provider)
         if not ended:
-            n = states[was] - 1
-            if n:
-                states[was] = n
-            else:
-                del states[was]
-        if state in _INSTANCE_ENDS:
+            part.live_left(was)
+        if state in INSTANCE.terminal:
             part.live_instances.pop(rec.key, None)
         else:
             if ended:
                 # The provider showed the end was none (listed again): it is ours again.
                 part.live_instances[rec.key] = None
-            states[state] = states.get(state, 0) + 1
+            part.live_added(state)
 
     def _grant_changed(self, fact: Fact, p: GrantChanged) -> None:
         if p.kind == "grant_orphan_found" and p.grant_id not in self.grants:

@@ -19,12 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from messages.records import GrantRecord, InstanceRecord, OrderRecord, RequestRecord
-from messages.states import GRANT, INSTANCE, REQUEST
+from messages.states import GRANT, INSTANCE, REQUEST, SERVING
 
 #: Instance states that are coming but not yet usable by the scheduler.
 ARRIVING = frozenset({"requested", "provisioning", "running"})
-#: States a joined host passes through while it serves the cluster.
-SERVING = frozenset({"joined", "idle", "busy"})
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,12 @@ def test_a_poll_asks_about_requests_under_way_and_machines_still_coming(hosts):
                                                            state="complete")),
                          (None, InstanceSeen(machine_id="m", name="n", request_id="r", state="provisioning")),
                          ("s", RequestPlanned(action="request", supply="hosts", template="t", count=1))])
-    (c,) = poll(p, hosts).calls
+    (c,) = poll(p, hosts, busy=()).calls
     assert c.purpose == Poll({"req-1": "r"}) and c.document == {"requests": [{"requestId": "req-1"}]}
 
 
 def test_nothing_under_way_is_no_poll(hosts):
-    assert not poll(projection("p", []), hosts)
+    assert not poll(projection("p", []), hosts, busy=())
 
 
 def test_edges_machines_seen_then_running_and_the_request_complete(hosts):
