@@ -19,6 +19,11 @@ their ``CaughtUp`` comes once it holds everything before. An owner (a shared
 subscriber of some providers) is still told of its share of each later batch,
 as news to act on; the facts are already in the projection it reads.
 
+A commit the controller refuses (full, locked, unreachable) is answered
+with the error, and what comes next is tried only after a wait that grows
+with each failure (``Refusals``): writers send again at once, and a refusing
+controller must not be asked at each of their passes.
+
 A joining subscriber is first sent the latest snapshot (``Restored``), then
 only the facts after it. The journal keeps the decoded snapshot while actors
 join (they start together, or a few at a time as leases are won) and lets it
@@ -70,6 +75,52 @@ CHUNK = 500
 REPLAY_RETRY = 0.5
 #: Seconds a decoded snapshot is kept after the last subscriber restored from it.
 KEEP_SNAPSHOT = 30.0
+#: Seconds between tries while the controller refuses writes (full, locked, unreachable): the wait after
+#: each failed commit, doubling to the last. Under the REST API's 10 s wait for an operator's write.
+WRITE_RETRY = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: Seconds between the log lines that say the controller still refuses writes.
+SAY_REFUSING_EVERY = 60.0
+
+
+class Refusals:
+    """How long the controller has refused writes, and when the journal tries again.
+
+    A full disk or a file locked by another process refuses every write for a
+    while: the journal waits a little longer after each failed commit instead
+    of trying again at each writer's next pass, and says so once a minute, not
+    at every try. Time is the monotonic clock: the wall clock may step.
+    """
+
+    __slots__ = ("failures", "since", "next_try", "said")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.since = 0.0
+        self.next_try = 0.0
+        self.said = 0.0
+
+    def wait(self, now: float) -> float:
+        """Seconds until the next commit may be tried (0: now)."""
+        return max(0.0, self.next_try - now)
+
+    def failed(self, now: float, facts: int, why: str) -> None:
+        if not self.failures:
+            self.since = self.said = now
+            log.error("journal: %d facts not committed: %s; writes are tried again after a growing wait, "
+                      "up to %.0fs", facts, why, WRITE_RETRY[-1])
+        elif now - self.said >= SAY_REFUSING_EVERY:
+            self.said = now
+            log.error("journal: the controller still refuses writes (%d tries over %.0fs): %s", self.failures + 1,
+                      now - self.since, why)
+        self.failures += 1
+        self.next_try = now + WRITE_RETRY[min(self.failures, len(WRITE_RETRY)) - 1]
+
+    def committed(self, now: float) -> None:
+        if self.failures:
+            log.warning("journal: the controller takes writes again, after %d failed tries over %.0fs",
+                        self.failures, now - self.since)
+        self.failures = 0
+        self.next_try = 0.0
 
 
 class _Flush(Model):
@@ -168,6 +219,7 @@ class JournalActor(Actor):
         snapshot: Snapshot | None = None,
         shared: SharedProjection | None = None,
         refused_events: Counter[str] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``snapshot``: one the caller already loaded from ``snapshots``, to spare decoding it twice.
 
@@ -195,6 +247,8 @@ class JournalActor(Actor):
         self.refused_events: Counter[str] = refused_events if refused_events is not None else Counter()
         #: Timers started and maybe still waiting (cancelled at stop).
         self.timers: list[threading.Timer] = []
+        self.monotonic = monotonic
+        self.refusals = Refusals()
 
     def on_start(self) -> None:
         self.delivered = self.controller.last_seq()
@@ -206,14 +260,31 @@ class JournalActor(Actor):
     @handles(Append)
     def _append(self, msg: Append) -> None:
         self.pending.append(msg)
-        if not self.flush_queued:
-            self.flush_queued = True
+        self._queue_flush()
+
+    def _queue_flush(self) -> None:
+        """A flush at once, or when the next try is due while the controller refuses writes."""
+        if self.flush_queued:
+            return
+        self.flush_queued = True
+        wait = self.refusals.wait(self.monotonic())
+        if wait:
+            self._later(wait, self._tell_flush)
+        else:
+            self.actor_ref.tell(_Flush())
+
+    def _tell_flush(self) -> None:
+        if self.actor_ref.is_alive():
             self.actor_ref.tell(_Flush())
 
     @handles(_Flush)
     def _flush(self, _: _Flush) -> None:
         self.flush_queued = False
         while self.pending:
+            if self.refusals.wait(self.monotonic()):
+                # The controller refused the last commit: what waits is tried when the next try is due.
+                self._queue_flush()
+                return
             batch, size = [], 0
             while self.pending and (not batch or size + len(self.pending[0].facts) <= self.max_batch):
                 msg = self.pending.pop(0)
@@ -229,11 +300,12 @@ class JournalActor(Actor):
             result = self.controller.append(facts)
             elapsed = time.perf_counter() - started
         except ControllerUnavailable as exc:
-            log.error("journal: %d facts not committed: %s", len(facts), exc)
+            self.refusals.failed(self.monotonic(), len(facts), str(exc))
             for msg in batch:
                 if msg.reply_to is not None:
                     self._tell(msg.reply_to, Appended(tag=msg.tag, error=str(exc)))
             return
+        self.refusals.committed(self.monotonic())
         failpoint("journal.after_commit")
         self._committed(result.accepted)
         for fact in result.accepted:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from actors.answers import KeptAnswers
 from actors.base import Actor, Tells, handles
 from actors.pacing import FirstScans
 from actors.planner import PlannerActor
@@ -111,9 +112,15 @@ class LeaseActor(Actor):
         monotonic: Callable[[], float] = time.monotonic,
         start_role: Callable[[str, Lease, Revocation], Any] | None = None,
         after_first_scans: Callable[[], None] | None = None,
+        answers: KeptAnswers | None = None,
     ) -> None:
-        """``after_first_scans``: called when a run of the owners' first scans is over (``FirstScans``)."""
+        """``after_first_scans``: called when a run of the owners' first scans is over (``FirstScans``).
+
+        ``answers``: the process's answers not yet in the facts (``actors.answers``), which each owner it
+        starts takes up: an owner that lost its lease leaves them to the next one this process starts.
+        """
         super().__init__()
+        self.answers = answers if answers is not None else KeptAnswers()
         #: The journal's projection of every fact, for the planner and the owners to read.
         self.shared = shared
         #: Starts the actor that runs under a role's lease; tests give a fake.
@@ -332,7 +339,7 @@ class LeaseActor(Actor):
             pcfg, lease, revoked, self.journal, self.actor_ref, self.cfg.policy,
             self.cfg.resources, self.home / "providers" / pcfg.name, self.calls_factory, self.shared,
             clock=self.clock, scan_after=SCAN_PACE * self.cfg.instance.serves.index(pcfg.name),
-            turns=self.first_scans,
+            turns=self.first_scans, answers=self.answers,
         )
 
     def _drop(self, name: str, reason: str, release: bool = False) -> None:

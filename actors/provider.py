@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actors.answers import KeptAnswers
 from actors.base import Actor, Mandate, Tells, handles
 from actors.pacing import FirstScan, FirstScans, ScanTurn
 from actors.pooled import PooledActor
@@ -45,7 +46,7 @@ from messages.demand import HostEvent, SupplySnapshot
 from messages.facts import make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
-from owner.effects import Effects, Notes, Write
+from owner.effects import Effects, Notes, RequestSettled, Write
 from owner.health import describe_again, health, why_degraded
 from owner.hosts import being_returned, host_events
 from owner.polls import poll
@@ -70,8 +71,11 @@ class ProviderActor(PooledActor, Actor):
     def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Tells, lease_actor: Tells,
                  policy: PolicyConfig, resources: list[ResourceConfig], work_dir: Path, calls_factory: CallsFactory,
                  shared: SharedProjection, clock: Callable[[], float] = time.time, scan_after: float = 0.0,
-                 turns: FirstScans | None = None) -> None:
+                 turns: FirstScans | None = None, answers: KeptAnswers | None = None) -> None:
         """``shared``: the journal's projection of every fact, of which this owner reads its provider's part.
+
+        ``answers``: the process's answers of request and return calls not yet in the facts
+        (``actors.answers``); an owner of this provider before this one may have left some there.
 
         ``turns``: the daemon's turns for first scans (``actors.pacing``): once caught up, the owner makes
         its first orphan search and reclaims check when its turn comes (without ``turns``, at once).
@@ -110,6 +114,7 @@ class ProviderActor(PooledActor, Actor):
         self.unlisted = Unlisted()
         #: host events that came while a host-events write was under way: read against its outcome
         self.held_events: list[HostEvent] = []
+        self.kept = answers if answers is not None else KeptAnswers()
 
     @property
     def name(self) -> str:
@@ -140,7 +145,11 @@ class ProviderActor(PooledActor, Actor):
         log.info("provider %s: stopped", self.name)
 
     def _done(self, done: CallDone) -> None:
-        # Called on a runner thread: hand it to the actor's own thread.
+        # Called on a runner thread. A request or return call that was answered has happened: its answer
+        # is kept at once, whatever becomes of this actor, until its facts are committed.
+        if isinstance(done.call.purpose, Carry) and done.result.outcome != "not_started":
+            self.kept.keep(self.name, done, self.clock())
+        # Then handed to the actor's own thread.
         if self.actor_ref.is_alive():
             self.actor_ref.tell(done)
 
@@ -240,7 +249,8 @@ class ProviderActor(PooledActor, Actor):
         if not self.acting:
             return
         p, s, policy = self.p, self.s, self.s.policy
-        fx = describe(self.busy) if now >= self.describe_due else Effects()
+        fx = self._record_kept(now)
+        fx += describe(self.busy) if now >= self.describe_due else Effects()
         port = self.calls.health() if self.calls is not None else ""
         fx += health(p, s, why_degraded(port, *self.describe_failed), self.busy)
         fx += step(p, s, now, self.busy, self.inherited_upto)
@@ -260,6 +270,32 @@ class ProviderActor(PooledActor, Actor):
             fx += read_usage(s, self.busy)
         self._carry(fx)
         self.first_scan.scanned(self.busy)
+
+    def _record_kept(self, now: float) -> Effects:
+        """The facts of every answer kept for this provider that no write is recording now.
+
+        Each is read against the facts as they are now (a successor may have ended its request
+        meanwhile), and holds its request's call slot while it is kept, so the request is not
+        called again, timed out, or failed as an unknown outcome by a restart rule. An answer
+        whose request needs nothing more is let go.
+        """
+        fx = Effects()
+        for k in self.kept.of(self.name):
+            call = k.done.call
+            self.busy.setdefault(call.purpose.slot, now)
+            settled = RequestSettled(k.request_id)
+            if settled in self.busy:
+                continue  # its write is under way
+            more, self.seen = answer(self.p, self.s, call, k.done.result, now, self.busy, self.seen)
+            if any(w.slot == settled for w in more.writes):
+                fx += more
+            else:
+                self._let_go(k.request_id)
+        return fx
+
+    def _let_go(self, request_id: str) -> None:
+        self.kept.release(self.name, request_id)
+        self.busy.pop(Carry(request_id).slot, None)
 
     def _carry(self, fx: Effects) -> None:
         """Carry effects out: notes to the log, writes to the journal, calls to the provider."""
@@ -299,6 +335,9 @@ class ProviderActor(PooledActor, Actor):
     def _appended(self, msg: Appended) -> None:
         w: Write = msg.tag
         self.busy.pop(w.slot, None)
+        if isinstance(w.slot, RequestSettled) and not msg.error and not msg.refused \
+                and self.kept.holds(self.name, w.slot.request_id):
+            self._let_go(w.slot.request_id)  # the answer is in the facts
         if msg.refused:
             _, lease, reason = msg.refused[0]
             if lease == self.lease.name and not self.revoked.is_set():
@@ -308,8 +347,8 @@ class ProviderActor(PooledActor, Actor):
             return
         if w.slot == Notes("host-events") and self.acting:
             self._host_events_written()
-        if msg.error:
-            return  # nothing committed; the next reconcile tries again
+        # On an error nothing was committed: reconciling again writes it again, and the journal paces the
+        # tries while the controller refuses writes.
         if self.ready:
             self._reconcile(self.clock())
 
@@ -329,11 +368,17 @@ class ProviderActor(PooledActor, Actor):
             self.first_scan.scanned(self.busy)
             return
         purpose = call.purpose
+        now = self.clock()
         if isinstance(purpose, Carry):
             req = self.p.requests.get(purpose.request_id)
             if req is not None and req.state == "planned":
                 failpoint(f"{req.action}.after_script")
-        now = self.clock()
+            if result.ok:
+                self.repeats.clear(call.action)
+            # Kept by ``_done``: recorded from there, now and until the controller takes it.
+            self._carry(self._record_kept(now))
+            self.first_scan.scanned(self.busy)
+            return
         fx, self.seen = answer(self.p, self.s, call, result, now, self.busy, self.seen, hosts_of(self.s, self.supply))
         if result.ok:
             self.repeats.clear(call.action)

@@ -188,6 +188,9 @@ class RequestPlanned(SupplyChange):
 #: the read failed (an attempt: backoff and bound, and the next attempt reads again).
 USE_READ = "use_read"
 USE_UNREAD = "use_unread"
+#: The outcome of a request that a restart found ``planned`` at a provider that takes no token: its call may
+#: or may not have happened, and neither a repeat nor a status can tell.
+UNKNOWN = "unknown"
 
 
 class RequestChanged(Model):
@@ -203,7 +206,7 @@ class RequestChanged(Model):
     provider_request_id: str | None = None
     reason: str = ""
     #: Exit-code class of the script failure that caused it (transient, capacity, ...), or a use read's
-    #: (``USE_READ``, ``USE_UNREAD``).
+    #: (``USE_READ``, ``USE_UNREAD``), or ``UNKNOWN``.
     outcome: str | None = None
 
 

@@ -8,10 +8,12 @@ crash, a timeout or a failover is the same call to the provider.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from messages.facts import (
+    UNKNOWN,
     USE_READ,
     USE_UNREAD,
     GrantChanged,
@@ -34,8 +36,20 @@ from policy.retry import backoff, retryable, try_again
 from policy.returns import returns_due
 
 #: Why an inherited request of a provider that takes no token is not repeated.
-NO_TOKEN = ("unknown outcome after restart: LSF-style scripts take no idempotency token, so the request is "
-            "not repeated; the orphan search finds what it made")
+NO_TOKEN = "unknown outcome after restart: LSF-style scripts take no idempotency token, so the request is not repeated"
+
+
+def unknown_outcome(s: OwnerSettings, req: RequestRecord, why: str) -> str:
+    """``why`` a request of a provider without token ends with an unknown outcome, and what becomes of what its
+    call may have made: found by the orphan search where the provider lists what it holds, else an operator's
+    to look for (the orphan search of such a provider asks only the requests it answered)."""
+    if s.can("list"):
+        return f"{why}; the orphan search finds what it made"
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(req.created_at))
+    what = f"{req.count} of template {req.template}" if req.supply == "hosts" else \
+        f"{req.count} units of {req.resource}"
+    return (f"{why}; this provider cannot list what it holds, so what the call made, if it was made, is in no fact: "
+            f"check the provider for {what} asked for from {when} on, and return what you find there")
 
 
 def take_order(p: Projection, s: OwnerSettings, order: OrderRecord, now: float, busy: Collection[object]) -> Effects:
@@ -113,7 +127,7 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
     rule = REQUEST.on_restart[req.state]
     if inherited and rule is OnRestart.REPEAT_OR_FAIL and not s.takes_token and req.action == "request" \
             and req.attempts == 0:
-        return fail(p, s, req, "failed", NO_TOKEN, None)
+        return fail(p, s, req, "failed", unknown_outcome(s, req, NO_TOKEN), UNKNOWN, level="error")
     if rule not in (OnRestart.REPEAT, OnRestart.REPEAT_OR_FAIL):
         return NOTHING
     if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, s.policy.backoff_max):
@@ -217,10 +231,16 @@ def _grant_ref(p: Projection, grant_id: str) -> str | dict[str, Any]:
 
 def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResult,
             busy: Collection[object] = ()) -> Effects:
-    """The answer of a request's call: submitted, another attempt with the same token, or failed."""
+    """The answer of a request's call: submitted, another attempt with the same token, or failed.
+
+    An answer whose request ended meanwhile (a successor gave it up as an unknown outcome while this
+    process kept the answer, the controller refusing its record) is late: see ``late``.
+    """
     req = p.requests.get(request_id)
-    if req is None or req.state != "planned":
+    if req is None:
         return NOTHING
+    if req.state != "planned":
+        return late(s, req, result)
     if result.ok and isinstance(result.output, Accepted):
         payloads: list[Payload] = [RequestChanged(kind="request_submitted", request_id=req.id, state="submitted",
                                                   provider_request_id=result.output.provider_request_id)]
@@ -239,11 +259,27 @@ def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResu
         return write(RequestSettled(req.id), [RequestChanged(kind="request_status", request_id=req.id,
                                                              state="planned", reason=result.reason,
                                                              outcome=result.outcome)])
-    reason = result.reason
     if result.outcome == "timeout" and not retryable(result.outcome, s.takes_token, req.action):
-        reason += " (unknown outcome: LSF-style scripts take no token, so it is not repeated; " \
-                  "the orphan search finds what it made)"
-    return fail(p, s, req, "failed", reason, result.outcome, busy)
+        why = f"{result.reason} (unknown outcome: LSF-style scripts take no token, so it is not repeated)"
+        return fail(p, s, req, "failed", unknown_outcome(s, req, why), result.outcome, busy, level="error")
+    return fail(p, s, req, "failed", result.reason, result.outcome, busy)
+
+
+def late(s: OwnerSettings, req: RequestRecord, result: ScriptResult) -> Effects:
+    """A provider's request id that came after its request ended, recorded on it: what it made is found.
+
+    Only a request that ended without one can take it (a request submitted or polled since has its
+    own). The orphan search asks the provider about every request it accepted, so what the call made
+    is returned or reported like any orphan, instead of being billed in no fact.
+    """
+    if req.state not in ("failed", "timed_out") or req.provider_request_id or not result.ok \
+            or not isinstance(result.output, Accepted):
+        return NOTHING
+    rid = result.output.provider_request_id
+    why = f"a late answer: the provider accepted it as {rid} after it ended; the orphan search follows what it made"
+    return write(RequestSettled(req.id), [RequestChanged(kind="request_status", request_id=req.id, state=req.state,
+                                                         provider_request_id=rid, reason=why)]) + note(
+        "warning", f"provider {s.name}: request {req.id}: {why}")
 
 
 def expire(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) -> Effects:
@@ -259,7 +295,8 @@ def expire(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]
 
 
 def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason: str,
-         outcome: str | None, busy: Collection[object] = ()) -> Effects:
+         outcome: str | None, busy: Collection[object] = (),
+         level: Literal["warning", "error"] = "warning") -> Effects:
     """A request ends ``failed`` or ``timed_out``, with what it leaves behind.
 
     A units request that timed out may have been granted after all: its grant
@@ -287,4 +324,4 @@ def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason
                      for g in req.grants if g in p.grants and p.grants[g].return_request_id == req.id
                      and p.grants[g].state in ("return_planned", "returning")]
     return write(RequestSettled(req.id), with_totals(p, s, payloads, busy)) + note(
-        "warning", f"provider {s.name}: request {req.id} {state}: {reason}")
+        level, f"provider {s.name}: request {req.id} {state}: {reason}")

@@ -29,9 +29,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from actors.answers import Kept, KeptAnswers
 from actors.budget import BudgetActor
 from actors.journal import Feed, JournalActor
 from actors.lease import LeaseActor
@@ -112,7 +114,9 @@ class Daemon:
         self.shared = SharedProjection()
         self.read_model = ReadModel(self.controller, self.snapshots, self.shared)
         self.snapshotter = Snapshotter(self.read_model, self.controller)
-        self.metrics = Metrics(self.read_model, self.controller, cfg, clock)
+        #: Answers of request and return calls the controller has not taken yet (``actors.answers``).
+        self.answers = KeptAnswers()
+        self.metrics = Metrics(self.read_model, self.controller, cfg, clock, unrecorded=self.answers.count)
         self.audit = AuditLog(home / "audit.log")
         self.auditor = Auditor(self.audit, self.controller)
         self.api: ApiServer | None = None
@@ -156,7 +160,7 @@ class Daemon:
                                         providers=self.cfg.providers)
         self.leases = LeaseActor.start(
             self.cfg, c, self.journal, self.budget, self.ticker, self.calls_factory, self.home, shared,
-            clock=self.clock, after_first_scans=give_back_freed,
+            clock=self.clock, after_first_scans=give_back_freed, answers=self.answers,
         )
         self.ticker.add(self.leases)
         self.ticker.add(self.budget)
@@ -326,6 +330,9 @@ class Daemon:
         for ref in (self.leases, self.budget, self.journal):
             if ref is not None and ref.is_alive():
                 ref.stop(block=True, timeout=15)
+        for provider, kept in self.answers.unrecorded():
+            # Only this process knew: said where an operator reads, with what to look for at the provider.
+            log.error("%s", unrecorded(self.cfg, provider, kept))
         self.scripts.close()
         self.marks.stop()  # the journal is stopped: the last mark is its last commit's
         if self.started:
@@ -347,6 +354,18 @@ class Daemon:
                 extra_stop()
             self.stop()
         return 0
+
+
+def unrecorded(cfg: Config, provider: str, kept: Kept) -> str:
+    """What an operator is told of an answer that never reached the facts: what to look for, and where."""
+    when = datetime.fromtimestamp(kept.at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    pcfg = cfg.provider(provider)
+    lsf = pcfg is not None and pcfg.script.style == "lsf"
+    then = ("this provider takes no idempotency token and cannot list what it holds, so no daemon will find what "
+            "the call made: look for it at the provider under that request id and return it there" if lsf else
+            "the next owner calls again with the same token, and the provider answers with what it made")
+    return (f"provider {provider}: the {kept.describe()} (answered {when}) is in no fact: the controller refused "
+            f"its record until this daemon stopped; {then}")
 
 
 @contextmanager

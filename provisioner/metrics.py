@@ -45,7 +45,10 @@ COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 
 class Metrics:
     def __init__(self, read_model: ReadModel, controller: Controller, cfg: Config,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 unrecorded: Callable[[], dict[str, int]] = dict) -> None:
+        """``unrecorded``: answers per provider that this process keeps because the controller refused their
+        facts (``actors.answers``)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.script_duration = ScriptTimes()
         self.registry.register(self.script_duration)
@@ -61,6 +64,7 @@ class Metrics:
         #: Host events refused, by reason (``unknown``, ``ambiguous``): the journal and the REST API count them.
         self.refused_events: Tally[str] = Tally()
         self.registry.register(RefusedEvents(self.refused_events))
+        self.registry.register(Unrecorded(unrecorded))
         self.processes = ProcessCollector()
         self.registry.register(self.processes)
 
@@ -100,6 +104,25 @@ class RefusedEvents(Collector):
                                      labels=["reason"])
         for reason in ("unknown", "ambiguous"):
             family.add_metric([reason], self.tally[reason])
+        yield family
+
+
+class Unrecorded(Collector):
+    """``provisioner_answers_unrecorded``: answers of request and return calls this process holds because the
+    controller refused their facts; while above 0 the process must not stop (what they made is in no fact)."""
+
+    def __init__(self, count: Callable[[], dict[str, int]]) -> None:
+        self.count = count
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("provisioner_answers_unrecorded", "Answers of request and return calls kept "
+                                   "by this process because the controller refused their facts.",
+                                   labels=["provider"])
+        for provider, n in sorted(self.count().items()):
+            family.add_metric([provider], n)
         yield family
 
 

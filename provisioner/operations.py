@@ -239,8 +239,7 @@ class Operations:
         if row["kind"] == "instance":
             return self.return_instance(ident, reason, by)
         if row["kind"] == "request":
-            raise Conflict(f"request {ident} ended with an unknown outcome: nothing known to return; the orphan "
-                           "search lists what it may have left at the provider")
+            raise Conflict(f"request {ident} ended with an unknown outcome: nothing known to return ({row['reason']})")
         with self.read_model.current() as p:
             grant = p.grants[ident]
             if grant.state not in GRANT_RETURNABLE:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from lease.port import Lease
+from messages.facts import UNKNOWN
 from messages.states import GRANT, INSTANCE, REQUEST
 from persistence.projection import Projection
 from policy.costs import costs as policy_costs
@@ -164,8 +165,9 @@ def decisions(p: Projection) -> list[dict[str, Any]]:
     ]
 
 
-#: A request whose script's outcome stayed unknown may have left supply at the provider.
-UNKNOWN_OUTCOME = "timeout"
+#: A request whose script's outcome stayed unknown may have left supply at the provider: its call timed out,
+#: or a restart found it planned at a provider that takes no token.
+UNKNOWN_OUTCOMES = frozenset({"timeout", UNKNOWN})
 
 
 def orphans(p: Projection, now: float) -> list[dict[str, Any]]:
@@ -182,7 +184,7 @@ def orphans(p: Projection, now: float) -> list[dict[str, Any]]:
             rows.append(_orphan("grant", g.id, g.provider, g.state, g.history.since(g.state), g.reason,
                                 resource=g.resource, count=g.count or g.requested))
     for r in sorted(p.requests.values(), key=lambda r: (r.created_at, r.id)):
-        if r.state == "timed_out" or (r.state == "failed" and r.outcome == UNKNOWN_OUTCOME):
+        if r.state == "timed_out" or (r.state == "failed" and r.outcome in UNKNOWN_OUTCOMES):
             rows.append(_orphan("request", r.id, r.provider, r.state, r.history.since(r.state), r.reason,
                                 resource=r.resource, count=r.count))
     return rows

@@ -121,3 +121,64 @@ def test_a_commit_is_fed_with_the_facts_another_writer_committed_before_it_in_lo
         journal.stop()
         controller.close()
         other.close()
+
+
+class _Refusing:
+    """A controller whose disk is full: every append fails, each counted."""
+
+    def __init__(self, controller) -> None:
+        self.controller = controller
+        self.tries = 0
+        self.full = True
+
+    def append(self, facts):
+        from messages.errors import ControllerUnavailable
+
+        self.tries += 1
+        if self.full:
+            raise ControllerUnavailable("controller database c.db: database or disk is full")
+        return self.controller.append(facts)
+
+    def __getattr__(self, name):
+        return getattr(self.controller, name)
+
+
+class _Insistent:
+    """A writer that sends its facts again the moment it hears they were not committed, as owners do."""
+
+    def __init__(self, journal, facts) -> None:
+        self.journal, self.facts, self.replies = journal, facts, []
+
+    def tell(self, msg) -> None:
+        self.replies.append(msg)
+        if msg.error:
+            self.journal.tell(Append(facts=self.facts, reply_to=self, tag="w"))
+
+
+def test_a_controller_that_refuses_writes_is_tried_after_a_growing_wait_not_at_every_resend(tmp_path, caplog):
+    """Issue 28: a full or locked controller was tried again at every writer's pass (every 75 ms)."""
+    import time
+
+    from tests.support.daemons import wait_until
+
+    controller = _Refusing(open_controller(f"sqlite:///{tmp_path / 'c.db'}"))
+    journal = JournalActor.start(controller)
+    try:
+        writer = _Insistent(journal, [_usage(1)])
+        journal.tell(Append(facts=writer.facts, reply_to=writer, tag="w"))
+        started = time.monotonic()
+        wait_until(lambda: controller.tries >= 3, 10, "three tries")
+        # Tries at 0, 0.25 and 0.75 s; the fourth not before 1.75 s.
+        assert time.monotonic() - started >= 0.7
+        tries = controller.tries
+        assert tries <= 4, f"{tries} tries"
+        said = [r.getMessage() for r in caplog.records if "not committed" in r.getMessage()
+                or "still refuses" in r.getMessage()]
+        assert len(said) == 1 and "database or disk is full" in said[0], said
+        controller.full = False
+        wait_until(lambda: writer.replies and not writer.replies[-1].error, 10, "the facts to be committed")
+        assert [f.kind for f in controller.controller.read()] == ["usage_observed"]
+        assert any("takes writes again" in r.getMessage() for r in caplog.records)
+    finally:
+        journal.stop()
+        controller.controller.close()

@@ -16,6 +16,7 @@ from owner.calls import Carry
 from owner.effects import OrderTaken, RequestSettled
 from owner.polls import polled
 from owner.requests import NO_TOKEN, carried, carry_out, expire, fail, replan_returns, take_order
+from owner.scans import scan
 from policy.retry import MAX_ATTEMPTS
 from policy.returns import MAX_RETURNS, given_up
 from tests.support.facts import T0, commit, kinds, projection
@@ -100,13 +101,19 @@ def test_restart_rule_an_inherited_intent_is_repeated_where_the_provider_takes_a
     assert carry_out(p, hosts, p.requests["r"], T0 + 1, busy=(), inherited=True).calls
 
 
-def test_restart_rule_an_inherited_intent_without_a_token_is_failed_and_left_to_the_orphan_search():
+def test_restart_rule_an_inherited_intent_without_a_token_is_failed_and_reported_for_an_operator():
+    """An LSF-style provider has no list, and its orphan search asks only the requests it answered: what an
+    unanswered call made is for an operator to find, and the reason says what to look for."""
     lsf = settings(style="lsf")
     p = projection("p", [("r", RequestPlanned(action="request", supply="hosts", template="t", count=2))])
     fx = carry_out(p, lsf, p.requests["r"], T0 + 1, busy=(), inherited=True)
     assert not fx.calls
     (w,) = fx.writes
-    assert w.payloads[0].state == "failed" and w.payloads[0].reason == NO_TOKEN
+    reason = w.payloads[0].reason
+    assert w.payloads[0].state == "failed" and reason.startswith(NO_TOKEN)
+    assert "orphan search finds" not in reason
+    assert "is in no fact: check the provider for 2 of template t asked for from 1970-01-12 13:46:40 UTC" in reason
+    assert [(n.level, n.text) for n in fx.notes] == [("error", f"provider p: request r failed: {reason}")]
     assert carry_out(p, lsf, p.requests["r"], T0 + 1, busy=(), inherited=False).calls, "its own intent is called"
 
 
@@ -153,13 +160,36 @@ def test_a_timed_out_call_of_a_provider_without_token_is_not_repeated_and_says_s
     lsf = settings(style="lsf")
     p = projection("p", [("r", RequestPlanned(action="request", supply="hosts", template="t", count=2))])
     commit(p, "p", carried(p, lsf, "r", result("request", "timeout", reason="p request: timed out")), T0 + 5)
-    assert p.requests["r"].state == "failed" and "orphan search finds what it made" in p.requests["r"].reason
+    reason = p.requests["r"].reason
+    assert p.requests["r"].state == "failed" and reason.startswith("p request: timed out (unknown outcome")
+    assert "is in no fact: check the provider for 2 of template t" in reason
 
 
-def test_an_answer_for_a_request_no_longer_planned_changes_nothing(hosts):
+def test_a_late_answer_records_its_request_id_on_the_ended_request_for_the_orphan_search(hosts):
+    """An answer kept while the controller refused its record may find its request failed by a successor (an
+    unknown outcome): the provider's request id is recorded on it, so the orphan search asks what it made."""
+    p = projection("p", [("r", RequestPlanned(action="request", supply="hosts", template="t", count=2)),
+                         (None, RequestChanged(kind="request_failed", request_id="r", state="failed",
+                                               reason=NO_TOKEN))])
+    written = commit(p, "p", carried(p, hosts, "r", accepted("late-1")), T0 + 9)
+    assert kinds(written) == ["request_status"]
+    req = p.requests["r"]
+    assert (req.state, req.provider_request_id) == ("failed", "late-1")
+    assert req.reason.startswith("a late answer: the provider accepted it as late-1")
+    assert not carried(p, hosts, "r", accepted("late-1")), "recorded once"
+    lsf = settings(style="lsf")
+    (c,) = scan(p, lsf, T0 + 10, busy=()).calls
+    assert c.document == {"requests": [{"requestId": "late-1"}]}, "the orphan search asks about it"
+
+
+def test_a_late_failure_or_an_answer_for_a_request_with_its_own_id_changes_nothing(hosts):
+    p = projection("p", [("r", RequestPlanned(action="request", supply="hosts", template="t", count=2)),
+                         (None, RequestChanged(kind="request_submitted", request_id="r", state="submitted",
+                                               provider_request_id="x"))])
+    assert not carried(p, hosts, "r", accepted("late"))
     p = projection("p", [("r", RequestPlanned(action="request", supply="hosts", template="t", count=2)),
                          (None, RequestChanged(kind="request_failed", request_id="r", state="failed"))])
-    assert not carried(p, hosts, "r", accepted("late"))
+    assert not carried(p, hosts, "r", result("request", "failed", reason="boom"))
 
 
 def test_edge_to_timed_out_not_while_its_call_runs(hosts):

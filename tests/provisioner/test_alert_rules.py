@@ -20,7 +20,7 @@ RULE_TESTS = RULES_DIR / "provisioner-alerts.test.yaml"
 #: The alerts the rules must carry, one per condition operators asked to be told of.
 ALERTS = {"ProvisionerProviderDisabled", "ProvisionerProviderDegraded", "ProvisionerLeaseFlapping",
           "ProvisionerOrphans", "ProvisionerBudgetClamping", "ProvisionerRequestsFailing",
-          "ProvisionerCostRateHigh", "ProvisionerControllerUnreachable"}
+          "ProvisionerCostRateHigh", "ProvisionerControllerUnreachable", "ProvisionerAnswersUnrecorded"}
 
 
 @pytest.fixture(scope="module")

@@ -97,7 +97,7 @@ def test_every_dashboard_query_uses_only_exported_metrics_and_their_labels(names
 
 def test_every_alert_rule_uses_only_exported_metrics_and_their_labels(names):
     queries = rule_queries()
-    assert len(queries) == 8
+    assert len(queries) == 9
     assert [w for where, expr in queries for w in check(where, expr, names)] == []
 
 

@@ -3,7 +3,7 @@
 ``exported(tmp)`` builds the daemon's ``Metrics`` over a SQLite controller
 holding one of everything (providers, a failed request, a running and an
 orphaned host, a borrowed resource, a demand, budget caps, a failed script
-run, a commit), scrapes its exposition and answers, for every sample name a
+run, a commit, an answer the controller has not taken), scrapes its exposition and answers, for every sample name a
 query may use, the label names its samples carry (Prometheus adds ``job``
 and ``instance`` when it scrapes; they are not here).
 """
@@ -71,7 +71,7 @@ def exporter(tmp: Path) -> tuple[Metrics, object]:
     ])
     controller.put_demand(DemandSnapshot(items=[HostItem(id="d1", count=2, select={"ncpus": ">=8"}),
                                                 UnitItem(id="d2", resource="vcs", count=2)]))
-    metrics = Metrics(ReadModel(controller), controller, cfg)
+    metrics = Metrics(ReadModel(controller), controller, cfg, unrecorded=lambda: {"hosts": 1})
     metrics.script_done(ScriptResult(provider="hosts", action="describe", outcome="transient", duration_s=0.2,
                                      reason="try again"))
     metrics.committed([], 0.002)
