@@ -87,6 +87,8 @@ class SimConfig(NamedTuple):
     reclaim_after: Span
     return_time: Span
     faults: Tuple[FaultConf, ...]
+    #: LSF mode: take no token from the caller, as IBM's plugins do (every call is a new request).
+    ignores_tokens: bool = False
 
     def template(self, template_id: str) -> Optional[TemplateConf]:
         return next((t for t in self.templates if t.id == template_id), None)
@@ -142,6 +144,12 @@ class _Section:
             raise self.error(key, f"must be >= {low}, found {value}")
         if high is not None and value > high:
             raise self.error(key, f"must be <= {high}, found {value}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.raw(key, default)
+        if not isinstance(value, bool):
+            raise self.error(key, f"must be true or false, found {value!r}")
         return value
 
     def string(self, key: str, default: Any = _MISSING, pattern: Optional["re.Pattern[str]"] = None) -> Any:
@@ -285,6 +293,7 @@ def parse_config(doc: Any, file: str) -> SimConfig:
         reclaim_after=s.span("reclaim_after", 300.0),
         return_time=s.span("return_time", 0.0),
         faults=tuple(_fault(f) for f in s.items("faults")),
+        ignores_tokens=s.boolean("ignores_tokens", False),
     )
     s.finish()
     if cfg.fail_rate + cfg.transient_rate + cfg.capacity_error_rate > 1.0:

@@ -22,8 +22,11 @@ ACTIONS = {
 }
 
 
-def _token(env: Mapping[str, str], user_data: Any) -> Any:
-    """The daemon's token if it gave one; a plain LSF caller gives none and gets a new request each call."""
+def _token(env: Mapping[str, str], user_data: Any, cfg: SimConfig) -> Any:
+    """The daemon's token if it gave one; a plain LSF caller gives none and gets a new request each call, as
+    does every caller of a provider that ``ignores_tokens`` (IBM's plugins look for none)."""
+    if cfg.ignores_tokens:
+        return None
     if env.get("PROVISIONER_TOKEN"):
         return env["PROVISIONER_TOKEN"]
     if isinstance(user_data, dict) and isinstance(user_data.get("provisioner_token"), str):
@@ -39,13 +42,13 @@ def parse_lsf(lsf_action: str, doc: Dict[str, Any], cfg: SimConfig, env: Mapping
         template = doc.get("template")
         if not isinstance(template, dict):
             raise bad(lsf_action, "template", "must be an object {templateId, machineCount}")
-        return Call(action, token=_token(env, doc.get("userData")), lsf=True,
+        return Call(action, token=_token(env, doc.get("userData"), cfg), lsf=True,
                     what=text(template, "templateId", lsf_action, "template.templateId"),
                     count=count(template, "machineCount", lsf_action, "template.machineCount"))
     if action == "status":
         return Call(action, request_ids=tuple(request_ids(doc, lsf_action)), lsf=True)
     if action == "return":
-        return Call(action, token=_token(env, None), machines=machines(doc, lsf_action), lsf=True)
+        return Call(action, token=_token(env, None, cfg), machines=machines(doc, lsf_action), lsf=True)
     if action == "reclaims":
         given = machines(doc, lsf_action) if doc.get("machines") is not None else []
         return Call(action, machines=given, lsf=True)
