@@ -8,6 +8,14 @@ processes can both believe they were granted the same lease.
 
 The lease table keeps one row per name forever. Releasing or expiring a lease
 leaves its fence in the row, so the next grant, to anyone, gets a higher one.
+
+Expiry is judged by the host's clock of seconds since boot (``HostClock``),
+not by the wall clock: every process on the host reads it alike, and no
+setting of the wall clock moves it. By the wall clock, a step forward would
+expire every lease at once, and a step back would let a dead holder's lease
+stand for as long as the step. Each row names the boot it was granted in: the
+count starts again at each boot, and a lease of an earlier boot is void
+(every process that could hold it is gone with that boot).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -28,9 +37,30 @@ CREATE TABLE IF NOT EXISTS leases (
     name       TEXT PRIMARY KEY,
     holder     TEXT NOT NULL,      -- '' once released
     fence      INTEGER NOT NULL,   -- only grows, kept across release and expiry
-    expires_at REAL NOT NULL       -- controller clock
+    expires_at REAL NOT NULL,      -- lease clock
+    boot       TEXT NOT NULL DEFAULT ''  -- the boot whose lease clock expires_at counts in
 )
 """
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""  # a system that does not say: its monotonic clock is taken to run since one boot
+
+
+class HostClock:
+    """Seconds since this host booted (``CLOCK_BOOTTIME``, which counts suspends), and which boot that is."""
+
+    def __init__(self) -> None:
+        self.boot = _boot_id()
+        self._read = (lambda: time.clock_gettime(time.CLOCK_BOOTTIME)) if hasattr(time, "CLOCK_BOOTTIME") \
+            else time.monotonic
+
+    def __call__(self) -> float:
+        return self._read()
 
 
 class SqliteDatabase:
@@ -143,12 +173,20 @@ class SqliteDatabase:
 
 
 class SqliteLeases:
-    """``LeasePort`` on an ``SqliteDatabase``; expiry is judged by the controller's clock."""
+    """``LeasePort`` on an ``SqliteDatabase``; expiry is judged by the lease clock (``HostClock`` unless a
+    test gives its own, whose boot is ``""``)."""
 
-    def __init__(self, db: SqliteDatabase, clock: Clock) -> None:
+    def __init__(self, db: SqliteDatabase, clock: Clock | None = None) -> None:
         self._db = db
-        self._clock = clock
+        self._clock: Clock = clock or HostClock()
+        self._boot: str = getattr(self._clock, "boot", "")
         db.ensure_schema({"leases": _LEASE_SCHEMA})
+        with db.read() as conn:
+            have = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
+        if "boot" not in have:  # a file an older daemon made: its leases count by the wall clock, void here
+            with db.write() as conn:
+                if "boot" not in {row[1] for row in conn.execute("PRAGMA table_info(leases)")}:
+                    conn.execute("ALTER TABLE leases ADD COLUMN boot TEXT NOT NULL DEFAULT ''")
 
     def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
         return self.acquire_all([name], holder, ttl)[0]
@@ -164,20 +202,19 @@ class SqliteLeases:
             now = self._clock()
             return [self._grant(conn, name, holder, now, ttl) for name in names]
 
-    @staticmethod
-    def _grant(conn: sqlite3.Connection, name: str, holder: str, now: float, ttl: float) -> Lease | None:
-        row = conn.execute("SELECT holder, fence, expires_at FROM leases WHERE name = ?", (name,)).fetchone()
-        if row is not None and _held(row[0], row[2], now):
+    def _grant(self, conn: sqlite3.Connection, name: str, holder: str, now: float, ttl: float) -> Lease | None:
+        row = conn.execute("SELECT holder, fence, expires_at, boot FROM leases WHERE name = ?", (name,)).fetchone()
+        if row is not None and self._held(row[0], row[2], row[3], now):
             if row[0] != holder:
                 return None
             fence = row[1]
         else:
             fence = (row[1] if row is not None else 0) + 1
         conn.execute(
-            "INSERT INTO leases (name, holder, fence, expires_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (name) DO UPDATE SET"
-            " holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at",
-            (name, holder, fence, now + ttl),
+            "INSERT INTO leases (name, holder, fence, expires_at, boot) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, fence = excluded.fence,"
+            " expires_at = excluded.expires_at, boot = excluded.boot",
+            (name, holder, fence, now + ttl, self._boot),
         )
         return Lease(name=name, holder=holder, fence=fence, expires_at=now + ttl)
 
@@ -194,8 +231,8 @@ class SqliteLeases:
             for lease in leases:
                 changed = conn.execute(
                     "UPDATE leases SET expires_at = ?"
-                    " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ?",
-                    (now + ttl, lease.name, lease.holder, lease.fence, now),
+                    " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ? AND boot = ?",
+                    (now + ttl, lease.name, lease.holder, lease.fence, now, self._boot),
                 ).rowcount
                 out.append(lease.model_copy(update={"expires_at": now + ttl}) if changed else None)
             return out
@@ -206,8 +243,8 @@ class SqliteLeases:
             return bool(
                 conn.execute(
                     "UPDATE leases SET holder = '', expires_at = 0"
-                    " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ?",
-                    (lease.name, lease.holder, lease.fence, now),
+                    " WHERE name = ? AND holder = ? AND holder != '' AND fence = ? AND expires_at > ? AND boot = ?",
+                    (lease.name, lease.holder, lease.fence, now, self._boot),
                 ).rowcount
             )
 
@@ -216,8 +253,8 @@ class SqliteLeases:
             now = self._clock()
             row = conn.execute(
                 "SELECT name, holder, fence, expires_at FROM leases"
-                " WHERE name = ? AND holder != '' AND expires_at > ?",
-                (name, now),
+                " WHERE name = ? AND holder != '' AND expires_at > ? AND boot = ?",
+                (name, now, self._boot),
             ).fetchone()
         return _lease(row) if row is not None else None
 
@@ -226,34 +263,41 @@ class SqliteLeases:
             now = self._clock()
             rows = conn.execute(
                 "SELECT name, holder, fence, expires_at FROM leases"
-                " WHERE holder != '' AND expires_at > ? ORDER BY name",
-                (now,),
+                " WHERE holder != '' AND expires_at > ? AND boot = ? ORDER BY name",
+                (now, self._boot),
             ).fetchall()
         return [_lease(row) for row in rows]
 
-    def refusal(self, conn: sqlite3.Connection, name: str, fence: int, now: float) -> str | None:
+    def refusal(self, conn: sqlite3.Connection, name: str, fence: int) -> str | None:
         """Why a write under ``name`` at ``fence`` must be refused now, or None if it may go in.
 
         Called inside the caller's write transaction so the check and the write
         are one atomic step.
         """
         row = conn.execute(
-            "SELECT holder, fence, expires_at FROM leases WHERE name = ?", (name,)
+            "SELECT holder, fence, expires_at, boot FROM leases WHERE name = ?", (name,)
         ).fetchone()
         if row is None:
             return f"no such lease {name}"
-        holder, current, expires_at = row
+        holder, current, expires_at, boot = row
+        now = self._clock()
         if current != fence:
-            state = "is held" if _held(holder, expires_at, now) else "has moved on"
+            state = "is held" if self._held(holder, expires_at, boot, now) else "has moved on"
             return f"lease {name} {state} under fence {current}, fact has {fence}"
         if not holder:
             return f"lease {name} was released (fence {fence})"
+        if boot != self._boot:
+            return f"lease {name} was granted before this host last booted (fence {fence})"
         if expires_at <= now:
             return f"lease {name} expired (fence {fence})"
         return None
 
+    def _held(self, holder: str, expires_at: float, boot: str, now: float) -> bool:
+        return boot == self._boot and _held(holder, expires_at, now)
+
 
 def _held(holder: str, expires_at: float, now: float) -> bool:
+    """Whether a lease row is held at ``now`` of one clock (etcd's rows: every host's wall clock)."""
     return bool(holder) and expires_at > now
 
 

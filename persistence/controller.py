@@ -31,7 +31,8 @@ T = TypeVar("T")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-def open_controller(url: str, clock: Callable[[], float] = time.time) -> Controller:
+def open_controller(url: str, clock: Callable[[], float] | None = None) -> Controller:
+    """The controller ``url`` names. ``clock``: for tests, the clock it stamps and (SQLite) judges leases by."""
     match = _SCHEME.match(url)
     if match is None:
         raise ValueError(f"controller url {url!r}: expected sqlite://PATH or etcd://HOST:PORT")
@@ -42,7 +43,7 @@ def open_controller(url: str, clock: Callable[[], float] = time.time) -> Control
         # Imported here: the etcd client's libraries take a while to load, and most hosts use SQLite.
         from persistence.etcd import EtcdController
 
-        return EtcdController(url, clock=clock)
+        return EtcdController(url, clock=clock or time.time)
     raise ValueError(f"controller url {url!r}: unknown scheme {scheme!r}; expected sqlite or etcd")
 
 

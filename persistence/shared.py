@@ -10,6 +10,11 @@ for a fresher view, and readers hold ``lock`` while they read. A fact reaching
 it twice (from the journal and from the read model) is applied once: the
 projection skips what its seq says it has.
 
+A fact stamped in the future (written under another host's clock, or
+before this host's clock was set back) is taken as stamped now, with a
+warning: by its stamp, a host idle since then would stay held until the
+clock caught up with it.
+
 A provider actor reads its own provider's part (``Projection.part``): what
 is in motion there, without scanning the other providers' records.
 """
@@ -17,15 +22,27 @@ is in motion there, without scanning the other providers' records.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections import Counter
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from persistence.projection import Projection, pause_gc, resume_gc
 
+log = logging.getLogger(__name__)
+
+#: Seconds a stamp may lie ahead of now before it is taken as now (clocks of two hosts differ a little).
+AHEAD = 2.0
+#: Seconds between the warnings about stamps in the future.
+SAY_EVERY = 60.0
+
 
 class SharedProjection:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        """``clock``: the daemon's time, which no stamp may lie ahead of."""
+        self.clock = clock
+        self._said = float("-inf")
         self.projection = Projection()
         #: Held while facts are applied and while a reader reads.
         self.lock = threading.RLock()
@@ -70,9 +87,23 @@ class SharedProjection:
                 fresh = [f for f in facts if f.seq is None or f.seq > seq]
             if not fresh:
                 return
+            fresh = self._not_ahead(fresh)
             self.projection.apply_all(fresh)
             self.counts.update(f.kind for f in fresh)
             self.fact_id = fresh[-1].id
+
+    def _not_ahead(self, facts: Sequence[Any]) -> Sequence[Any]:
+        """The facts, with a stamp in the future taken as now."""
+        now = self.clock()
+        if max(f.time for f in facts) <= now + AHEAD:
+            return facts
+        ahead = [f.time - now for f in facts if f.time > now + AHEAD]
+        if now - self._said >= SAY_EVERY:
+            self._said = now
+            log.warning("projection: %d facts stamped up to %.0fs in the future are taken as stamped now (the "
+                        "clock of the daemon that wrote them ran ahead, or this host's clock was set back)",
+                        len(ahead), max(ahead))
+        return [f.model_copy(update={"time": now}) if f.time > now + AHEAD else f for f in facts]
 
     def replayed(self, seq: int) -> None:
         self.caught_up = seq

@@ -107,9 +107,11 @@ def _publish_totals(conn: sqlite3.Connection, facts: list[Fact]) -> None:
 class SqliteController:
     """``Controller`` on one SQLite file, shared safely by threads and processes of one host."""
 
-    def __init__(self, path: str, clock: Clock = time.time, busy_timeout: float = 5.0) -> None:
+    def __init__(self, path: str, clock: Clock | None = None, busy_timeout: float = 5.0) -> None:
+        """``clock``: the wall clock the demand and supply are stamped by, and, when given, the lease clock too
+        (tests move both); without it leases expire by the host's clock since boot (``lease.sqlite``)."""
         self.path = path
-        self._clock = clock
+        self._clock = clock or time.time
         try:
             # Created here 0600, so its -wal and -shm files are too (SQLite gives them its mode).
             private_file(path)
@@ -146,7 +148,6 @@ class SqliteController:
         accepted: list[Fact] = []
         refused: list[RefusedFact] = []
         with self._db.write() as conn:
-            now = self._clock()
             verdicts: dict[tuple[str, int], str | None] = {}
             fresh: dict[str, Fact] = {}
             for fact in facts:
@@ -154,7 +155,7 @@ class SqliteController:
                 if fact.lease:
                     key = (fact.lease, fact.fence)
                     if key not in verdicts:
-                        verdicts[key] = self.leases.refusal(conn, fact.lease, fact.fence, now)
+                        verdicts[key] = self.leases.refusal(conn, fact.lease, fact.fence)
                     reason = verdicts[key]
                 if reason is None:
                     fresh.setdefault(fact.id, fact)

@@ -26,7 +26,6 @@ import logging
 import queue
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -35,6 +34,7 @@ from typing import Any
 
 from actors.answers import Kept, KeptAnswers
 from actors.budget import BudgetActor
+from actors.clock import SteadyClock
 from actors.journal import Feed, JournalActor
 from actors.lease import LeaseActor
 from actors.provider import CallsFactory
@@ -80,7 +80,7 @@ class Daemon:
         cfg: Config,
         home: Path,
         controller: Controller | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         calls_factory: CallsFactory | None = None,
         tick: float | None = None,
         on_commit: Callable[[list[Fact], float], None] | None = None,
@@ -97,8 +97,10 @@ class Daemon:
         self.reload_asked = threading.Event()
         self.ops: Operations | None = None
         self.home = home
+        # The daemon measures durations by its own time, which wall clock steps do not move (``actors.clock``);
+        # the controller judges leases by a clock every process on it reads alike (``lease.sqlite``, etcd's own).
         self.controller = controller or open_controller(cfg.controller.url, clock=clock)
-        self.clock = clock
+        self.clock: Callable[[], float] = clock or SteadyClock()
         #: The threads every provider's scripts run on: a bounded number, however many providers.
         self.scripts = ScriptPool(cfg.instance.script_workers, name="script")
         #: How an owner reaches its provider: script runs, unless a caller (a test's fake provider) says otherwise.
@@ -111,18 +113,18 @@ class Daemon:
         self.marks = MarkKeeper(self.mark)
         self.accept_reset = accept_reset
         #: The one projection of every fact: the journal feeds it, the planner, budget and REST read it.
-        self.shared = SharedProjection()
+        self.shared = SharedProjection(clock=self.clock)
         self.read_model = ReadModel(self.controller, self.snapshots, self.shared)
         self.snapshotter = Snapshotter(self.read_model, self.controller)
         #: Answers of request and return calls the controller has not taken yet (``actors.answers``).
         self.answers = KeptAnswers()
-        self.metrics = Metrics(self.read_model, self.controller, cfg, clock, unrecorded=self.answers.count)
+        self.metrics = Metrics(self.read_model, self.controller, cfg, self.clock, unrecorded=self.answers.count)
         self.audit = AuditLog(home / "audit.log")
         self.auditor = Auditor(self.audit, self.controller)
         self.api: ApiServer | None = None
         self.started = False
         self.fixed_tick = tick
-        self.ticker = Ticker(self._tick_period(cfg), clock=clock)
+        self.ticker = Ticker(self._tick_period(cfg), clock=self.clock)
         self.journal: Any = None
         self.budget: Any = None
         self.leases: Any = None
@@ -391,7 +393,7 @@ def stop_signals(reload: threading.Event | None = None) -> Iterator[threading.Ev
             signal.signal(s, handler)
 
 
-def connect(cfg: Config, stopping: threading.Event, clock: Callable[[], float] = time.time) -> Controller | None:
+def connect(cfg: Config, stopping: threading.Event, clock: Callable[[], float] | None = None) -> Controller | None:
     """The configured controller, waited for while unreachable; None if ``stopping`` came first."""
     url = cfg.controller.url
     return patiently(f"daemon {cfg.instance.id} opening {url}", lambda: open_controller(url, clock=clock), stopping)

@@ -99,9 +99,10 @@ class Cluster:
         return path
 
     def start(self, instance: str, failpoints: str = "", log: str | None = None,
-              args: tuple[str, ...] = ()) -> "Daemon":
-        """``log``: the name of its log file, for a second process of the same instance; ``args``: of ``run``."""
-        d = Daemon(self, instance, failpoints, log, args)
+              args: tuple[str, ...] = (), env: dict[str, str] | None = None) -> "Daemon":
+        """``log``: the name of its log file, for a second process of the same instance; ``args``: of ``run``;
+        ``env``: more of its environment."""
+        d = Daemon(self, instance, failpoints, log, args, env)
         self.procs.append(d)
         return d
 
@@ -212,11 +213,11 @@ class Daemon:
     """One ``provisioner run`` process."""
 
     def __init__(self, cluster: Cluster, instance: str, failpoints: str = "", log: str | None = None,
-                 args: tuple[str, ...] = ()) -> None:
+                 args: tuple[str, ...] = (), more_env: dict[str, str] | None = None) -> None:
         self.instance = instance
         self.cluster = cluster
         self.log = cluster.tmp / f"{log or instance}.log"
-        env = {**os.environ, "PROVISIONER_FAILPOINTS": failpoints}
+        env = {**os.environ, "PROVISIONER_FAILPOINTS": failpoints, **(more_env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "provisioner.cli", "--config", str(cluster.config(instance)), "run", *args],
             stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
