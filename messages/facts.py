@@ -84,6 +84,9 @@ class SupplyChange(Model):
     #: Returns: the machines (ids) or grants (ids) to give back.
     machines: list[str] = Field(default_factory=list)
     grants: list[str] = Field(default_factory=list)
+    #: Host requests for a scheduler's named nodes: one name per host (``count`` of them), which a provider
+    #: that can name its hosts gives them (``docs/slurm.md``).
+    names: list[str] = Field(default_factory=list)
 
 
 class Load(Model):
@@ -224,6 +227,9 @@ class InstanceSeen(Model):
     private_ip: str | None = None
     #: Why it is recorded in this state (an orphan: what the search found).
     reason: str = ""
+    #: The scheduler's name for it (a named node), when its request named hosts; ``name`` stays what the
+    #: provider reported.
+    node: str | None = None
 
 
 class InstanceChanged(Model):
@@ -246,6 +252,25 @@ class InstanceChanged(Model):
     reason: str = ""
     #: Seq of the host event that caused it, so a new owner skips events already applied.
     event_seq: int | None = None
+
+
+# --- a scheduler's named nodes ----------------------------------------------
+
+
+class NodesChanged(Model):
+    """What a scheduler asked of its named nodes (Slurm's power saving): made (``nodes_resumed``) at the
+    fact's provider and ``template``, or no longer wanted (``nodes_suspended``; ``nodes_resume_failed``,
+    the scheduler gave up waiting). Written unfenced by the scheduler's bridge, before it answers the
+    scheduler; the planner orders one host per wanted name, and returns the hosts of names let go.
+    """
+
+    kind: Literal["nodes_resumed", "nodes_suspended", "nodes_resume_failed"]
+    names: list[str] = Field(min_length=1)
+    template: str | None = None
+    #: Seconds the scheduler waits for a resumed node to join before it gives up on it (Slurm's ResumeTimeout):
+    #: its host is given up as an orphan then, whatever ``policy.join_timeout`` says.
+    join_timeout: float | None = Field(default=None, gt=0)
+    reason: str = ""
 
 
 # --- unit grants --------------------------------------------------------------
@@ -320,6 +345,7 @@ Payload = Annotated[
         GrantChanged,
         UsageObserved,
         ResourceTotalChanged,
+        NodesChanged,
     ],
     Field(discriminator="kind"),
 ]
@@ -413,6 +439,11 @@ def summary(fact: Fact) -> str:
             chosen = f"nothing ({why})" if why else "nothing"
         return f"decision for {p.item}: need {p.need}, in flight {p.in_flight}: {chosen}" + (
             f" ({p.note})" if p.note else "")
+    if isinstance(p, NodesChanged):
+        said = {"nodes_resumed": f"resumed ({p.template})", "nodes_suspended": "suspended",
+                "nodes_resume_failed": "resume failed"}[p.kind]
+        more = f" and {len(p.names) - 8} more" if len(p.names) > 8 else ""
+        return f"{where}nodes {', '.join(p.names[:8])}{more} {said}" + (f": {p.reason}" if p.reason else "")
     if isinstance(p, ResourceTotalChanged):
         return f"{where}{p.resource} total {p.total} = {p.base} base + {p.borrowed} borrowed"
     if isinstance(p, UsageObserved):

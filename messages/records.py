@@ -50,6 +50,8 @@ class RequestRecord:
     count: int = 0
     machines: list[str] = field(default_factory=list)
     grants: list[str] = field(default_factory=list)
+    #: A request for named nodes: one name per host.
+    names: list[str] = field(default_factory=list)
     provider_request_id: str | None = None
     attempts: int = 0
     last_attempt_at: float | None = None
@@ -84,12 +86,19 @@ class InstanceRecord:
     return_request_id: str = ""
     #: Returns planned for it so far: one that keeps failing backs off, and stops after a bound.
     returns: int = 0
+    #: The scheduler's name for it, when it was made for a named node (``name`` is the provider's).
+    node: str | None = None
     # The other times and the reason are read from the history, not kept beside it: a projection
     # holds every instance for good, and each slot costs it 8 bytes per instance.
 
     @property
     def machine_id(self) -> str:
         return self.key[len(self.provider) + 1:]
+
+    @property
+    def host(self) -> str:
+        """The name the scheduler knows it by, in its events and views: its node's, else the provider's."""
+        return self.node or self.name
 
     @property
     def state(self) -> str:
@@ -177,6 +186,24 @@ class ResourceRecord:
                 return level if peak is None else peak
             peak = level
         return peak
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    """One of a scheduler's named nodes, as its last ``nodes_*`` fact left it."""
+
+    name: str
+    provider: str
+    template: str | None
+    #: Whether the scheduler wants a host for it now (resumed, not since suspended or given up on).
+    wanted: bool
+    since: float
+    join_timeout: float | None = None
+    reason: str = ""
+    #: The last order, request and host made for the name (ids; "" for none).
+    order: str = ""
+    request: str = ""
+    instance: str = ""
 
 
 @dataclass(slots=True)

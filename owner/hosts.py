@@ -57,11 +57,20 @@ def being_returned(p: Projection, busy: Collection[object]) -> set[str]:
 
 
 def watch_joins(p: Projection, s: OwnerSettings, now: float, busy: Collection[object] = ()) -> Effects:
-    """A host that never joins within join_timeout is an orphan: paid for, serving no one."""
+    """A host that never joins within join_timeout is an orphan: paid for, serving no one.
+
+    A host made for a scheduler's named node waits as long as the scheduler does for it (the node's
+    ``join_timeout``, Slurm's ResumeTimeout), when that is shorter: the scheduler gives up on it then.
+    """
     if Notes("join-timeouts") in busy:
         return NOTHING
-    payloads: list[Payload] = [
-        InstanceChanged(kind="instance_orphan_found", machine_id=inst.machine_id, state="orphaned",
-                        reason=f"never joined within join_timeout {s.policy.join_timeout:.0f}s")
-        for inst in p.instances_in(*AWAITING_JOIN, provider=s.name) if now - inst.seen_at > s.policy.join_timeout]
+    payloads: list[Payload] = []
+    for inst in p.instances_in(*AWAITING_JOIN, provider=s.name):
+        limit, what = s.policy.join_timeout, "join_timeout"
+        node = p.nodes.get(inst.node) if inst.node else None
+        if node is not None and node.join_timeout is not None and node.join_timeout < limit:
+            limit, what = node.join_timeout, f"the scheduler's wait for node {node.name}"
+        if now - inst.seen_at > limit:
+            payloads.append(InstanceChanged(kind="instance_orphan_found", machine_id=inst.machine_id,
+                                            state="orphaned", reason=f"never joined within {what} {limit:.0f}s"))
     return write(Notes("join-timeouts"), payloads)

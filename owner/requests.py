@@ -70,7 +70,7 @@ def take_order(p: Projection, s: OwnerSettings, order: OrderRecord, now: float, 
         if p.provider(s.name).status != "active" or now - order.at > s.policy.request_timeout:
             return NOTHING
         intent = RequestPlanned(action="request", supply=o.supply, order_id=order.id, item_id=o.item_id,
-                                template=o.template, resource=o.resource, count=o.count)
+                                template=o.template, resource=o.resource, count=o.count, names=o.names)
         return write(OrderTaken(order.id), [intent], (f"{order.id}.1",))
     if o.supply == "hosts":
         forced = o.reason.startswith("operator") and not o.when_idle  # a drain waits for the work to end
@@ -154,6 +154,8 @@ def _call(p: Projection, s: OwnerSettings, req: RequestRecord) -> Call:
     if req.action == "request":
         doc = {"token": req.id, "count": req.count, "tags": {**s.tags, "provisioner-request": req.id}}
         doc["template" if req.supply == "hosts" else "resource"] = req.template or req.resource
+        if req.names:
+            doc["names"] = list(req.names)
     elif req.supply == "hosts":
         doc = {"token": req.id, "machines": [
             {"name": p.instances[f"{s.name}/{m}"].name, "machineId": m}

@@ -112,7 +112,7 @@ def _listed_again(p: Projection, s: OwnerSettings, machines: Iterable[Machine], 
         if inst is None or m.result == "fail":
             continue
         if inst.state == "lost":
-            if inst.name in in_cluster:
+            if inst.host in in_cluster:
                 out.append(InstanceChanged(kind="instance_joined", machine_id=m.machine_id, state="joined",
                                            reason="listed again by the provider, and in the scheduler's view: "
                                                   "adopted back"))
@@ -172,7 +172,9 @@ def reclaimed(p: Projection, s: OwnerSettings, result: ScriptResult) -> Effects:
     for r in result.output.machines:
         inst = p.instances.get(f"{s.name}/{r.machine_id}") if r.machine_id else None
         if inst is None and r.name:
-            by_name = p.live_by_name(s.name) if by_name is None else by_name
+            # Named as the provider knows it (not by a node name the scheduler gave it).
+            if by_name is None:
+                by_name = {(i := p.instances[k]).name: i for k in p.part(s.name).live_instances}
             inst = by_name.get(r.name)
         # A host we are giving back is the return's to settle: the provider taking it is no loss.
         if inst is not None and inst.state not in INSTANCE.terminal and inst.state not in RETURNING \

@@ -56,17 +56,44 @@ def status_facts(provider: str, instances: Mapping[str, InstanceRecord], grants:
 def _machines(provider: str, instances: Mapping[str, InstanceRecord], req: RequestRecord,
               machines: Sequence[Any]) -> list[Payload]:
     out: list[Payload] = []
+    nodes = _nodes(provider, instances, req, machines) if req.names else {}
     for m in machines:
         state = RESULT_STATE[m.result]
         inst = instances.get(f"{provider}/{m.machine_id}")
         if inst is None:
             out.append(InstanceSeen(machine_id=m.machine_id, name=m.name or m.machine_id, request_id=req.id,
                                     template=m.template or req.template, state=state, launched_at=m.launched_at,
-                                    private_ip=getattr(m, "private_ip", None)))
+                                    private_ip=getattr(m, "private_ip", None), node=nodes.get(m.machine_id)))
         elif inst.state != state and INSTANCE.allowed(inst.state, state) and inst.state in (
                 "requested", "provisioning"):
             out.append(InstanceChanged(kind=f"instance_{state}", machine_id=m.machine_id, state=state,
                                        request_id=req.id, reason=getattr(m, "message", "")))
+    return out
+
+
+def _nodes(provider: str, instances: Mapping[str, InstanceRecord], req: RequestRecord,
+           machines: Sequence[Any]) -> dict[str, str]:
+    """Which of a named request's names each machine seen for the first time stands for.
+
+    A machine the provider named after one of the names stands for it; the others take the names left, in
+    the request's order (a provider that cannot name its hosts, such as an LSF plugin). The names machines
+    already seen stand for are taken.
+    """
+    taken = {inst.node for m in machines if (inst := instances.get(f"{provider}/{m.machine_id}")) is not None
+             and inst.node}
+    new = [m for m in machines if f"{provider}/{m.machine_id}" not in instances]
+    out: dict[str, str] = {}
+    for m in new:
+        if m.name in req.names and m.name not in taken:
+            out[m.machine_id] = m.name
+            taken.add(m.name)
+    left = iter(n for n in req.names if n not in taken)
+    for m in new:
+        if m.machine_id not in out:
+            name = next(left, None)
+            if name is None:
+                break
+            out[m.machine_id] = name
     return out
 
 

@@ -57,7 +57,7 @@ def correct(p: Projection, s: OwnerSettings, view: SupplySnapshot, now: float,
     since: dict[str, float] = {}
     payloads: list[Payload] = []
     for inst in p.instances_in(*sorted(SERVING), provider=s.name):
-        if inst.name in listed or (inst.joined_at is not None and inst.joined_at > seen_at) \
+        if inst.host in listed or (inst.joined_at is not None and inst.joined_at > seen_at) \
                 or inst.machine_id in returning:
             continue  # in the view, joined after it was made, or on its way back
         first = since[inst.machine_id] = unlisted.since.get(inst.machine_id, seen_at)

@@ -1,6 +1,7 @@
 """Whose host an event names: two providers may each make a host of the same name.
 
-A host event names its host as the provider reported it. When it names the
+A host event names its host as the provider reported it, or, for a host
+made for a scheduler's named node, by that node's name (``InstanceRecord.host``). When it names the
 provider too, it belongs there. When it does not, the name must be live at
 one provider only: applied to two, one join would mark both hosts joined and
 let the one that never joined escape its ``join_timeout``; so an event whose
@@ -35,8 +36,9 @@ def live_providers(p: Projection, names: Iterable[str]) -> dict[str, list[str]]:
     instances = p.instances
     for key in p.live_keys():
         inst = instances[key]
-        if inst.name in wanted and inst.provider not in out[inst.name]:
-            out[inst.name].append(inst.provider)
+        host = inst.host
+        if host in wanted and inst.provider not in out[host]:
+            out[host].append(inst.provider)
     return out
 
 

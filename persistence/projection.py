@@ -27,6 +27,7 @@ from messages.facts import (
     InstanceChanged,
     InstanceSeen,
     LeaseChanged,
+    NodesChanged,
     Order,
     ProviderAdmin,
     ProviderDescribed,
@@ -41,6 +42,7 @@ from messages.records import (
     DecisionRecord,
     GrantRecord,
     InstanceRecord,
+    NodeRecord,
     OrderRecord,
     ProviderRecord,
     RequestRecord,
@@ -195,6 +197,8 @@ class Projection:
         self.host_event_seq: dict[str, int] = {}
         self.grants: dict[str, GrantRecord] = {}
         self.resources: dict[str, ResourceRecord] = {}
+        #: a scheduler's named nodes, by name (``nodes_*`` facts)
+        self.nodes: dict[str, NodeRecord] = {}
         #: provider -> what of it is still in motion (see ``Part``)
         self.parts: dict[str, Part] = {}
         #: the last decisions, whatever their item (for people: the decisions view)
@@ -267,7 +271,7 @@ class Projection:
         in batches, and an index kept for good cost some 40 bytes per instance.
         """
         instances = self.instances
-        return {rec.name: rec for k in self.part(provider).live_instances if (rec := instances[k]).name}
+        return {rec.host: rec for k in self.part(provider).live_instances if (rec := instances[k]).host}
 
     def part(self, provider: str) -> Part:
         """What of ``provider`` is still in motion (an empty part if nothing ever was)."""
@@ -362,6 +366,9 @@ class Projection:
         provider = fact.provider
         self.orders[fact.id] = OrderRecord(id=fact.id, provider=provider, order=p, at=fact.time)
         self._part(provider).open_orders[fact.id] = None
+        for name in p.names:
+            if (node := self.nodes.get(name)) is not None:
+                node.order = fact.id
 
     def _decision(self, fact: Fact, p: Decision) -> None:
         rec = DecisionRecord(seq=fact.seq or 0, at=fact.time, decision=p)
@@ -389,9 +396,13 @@ class Projection:
             count=p.count,
             machines=list(p.machines),
             grants=list(p.grants),
+            names=list(p.names),
             seq=fact.seq or 0,
         )
         self.requests[rid] = rec
+        for name in p.names:
+            if (node := self.nodes.get(name)) is not None:
+                node.request = rid
         part = self._part(fact.provider)
         part.open_requests[rid] = None
         part.requests[rid] = None
@@ -453,12 +464,15 @@ class Projection:
             item_id=req.item_id if req else "",
             launched_at=p.launched_at,
             private_ip=p.private_ip,
+            node=p.node,
         )
         part = self._part(provider)
         if state not in INSTANCE.terminal:
             part.live_instances[key] = None
             part.live_added(state)
         self.instances[key] = rec
+        if p.node and (node := self.nodes.get(p.node)) is not None:
+            node.instance = key
 
     def _instance_changed(self, fact: Fact, p: InstanceChanged) -> None:
         provider, state = fact.provider, p.state
@@ -540,6 +554,24 @@ class Projection:
     def _usage(self, fact: Fact, p: UsageObserved) -> None:
         self.resource(p.resource).observe(fact.time, p.in_use)
 
+    def _nodes(self, fact: Fact, p: NodesChanged) -> None:
+        wanted = p.kind == "nodes_resumed"
+        for name in p.names:
+            old = self.nodes.get(name)
+            if old is None and not wanted:
+                continue  # let go of a name never wanted: nothing stands for it
+            if wanted or old is None:
+                rec = NodeRecord(name=name, provider=fact.provider, template=p.template, wanted=True,
+                                 since=fact.time, join_timeout=p.join_timeout, reason=p.reason)
+            else:  # let go: where it was made stays, for its host to be given back
+                rec = NodeRecord(name=name, provider=old.provider, template=old.template, wanted=False,
+                                 since=fact.time, join_timeout=old.join_timeout, reason=p.reason)
+            if old is not None:
+                # What was made for it stays bound: a name let go has its host given back, one wanted again
+                # while its host still stands is served by it.
+                rec.order, rec.request, rec.instance = old.order, old.request, old.instance
+            self.nodes[name] = rec
+
     def _total(self, fact: Fact, p: ResourceTotalChanged) -> None:
         rec = self.resource(p.resource)
         rec.provider = fact.provider or rec.provider
@@ -561,4 +593,5 @@ _HANDLERS: dict[type, Callable[[Projection, Fact, object], None]] = {
     GrantChanged: Projection._grant_changed,
     UsageObserved: Projection._usage,
     ResourceTotalChanged: Projection._total,
+    NodesChanged: Projection._nodes,
 }

@@ -45,6 +45,7 @@ from messages.records import (
     DecisionRecord,
     GrantRecord,
     InstanceRecord,
+    NodeRecord,
     OrderRecord,
     ProviderRecord,
     RequestRecord,
@@ -221,6 +222,7 @@ _KINDS = (
     _Kind(InstanceRecord, "instances"),
     _Kind(GrantRecord, "grants"),
     _Kind(ResourceRecord, "resources"),
+    _Kind(NodeRecord, "nodes"),
 )
 _OWNER = {k.attr: k.owner for k in _KINDS}
 #: Where an instance row holds its key (the record keeps the key it is stored under).

@@ -199,6 +199,7 @@ def review(
             clamps.append(Clamp(provider=provider, item_id=order.item_id, limit=limit, asked=asked, got=count,
                                 dropped=dropped))
         if count > 0:
-            approved.append((provider, order if count == order.count else order.model_copy(update={"count": count})))
+            approved.append((provider, order if count == order.count else order.model_copy(
+                update={"count": count, "names": order.names[:count]})))
             headroom.take(order.supply, count, p, charge)
     return approved, clamps

@@ -144,6 +144,12 @@ class Catalog:
             found = self._ranked[key] = Ranked(offers, mismatched, _runs(offers))
         return found
 
+    def offer(self, provider: str, template: str) -> Offer | None:
+        """The offer of one provider's template (a named node's), or None when it describes no such template."""
+        if self._templates is None:
+            self._templates = self._all_templates()
+        return next((o for o, _, _ in self._templates if o.provider == provider and o.key == template), None)
+
     def why_not(self, item: Item, provider: str) -> str:
         """Why ``provider`` cannot serve ``item``, in words (``policy.explain``); "" when it can."""
         key = (wants(item), tuple(sorted(item.resources.items())) if isinstance(item, BundleItem) else (), provider)

@@ -35,6 +35,7 @@ from messages.facts import Candidate, Chosen, Decision, Order, Rejected
 from messages.records import ProviderRecord
 from policy.catalog import Catalog, Item, Offer
 from policy.granularity import size
+from policy.nodes import order_nodes
 from policy.packing import Packing, Unplaced, Wish, pack
 from policy.settings import PlanSettings
 from policy.sizing import Rooms
@@ -65,12 +66,20 @@ def plan(
     catalog: Catalog | None = None,
 ) -> Plan:
     out = Plan()
-    if demand is None:
+    if demand is None and not view.nodes:
         return out
     if catalog is None:  # callers that plan often keep one (policy.rounds.catalog_for)
         catalog = Catalog(providers)
+    rooms: Rooms | None
+    if view.nodes:
+        # A scheduler's named nodes first: the scheduler waits on each of them by name.
+        rooms = Rooms(providers, view, now, settings)
+        out.orders, out.decisions = order_nodes(view, now, settings.order_timeout, catalog, rooms)
+    else:
+        rooms = None  # built on the first item with need: most rounds have none
+    if demand is None:
+        return out
     flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
-    rooms: Rooms | None = None  # built on the first item with need: most rounds have none
     made = catalog.made
     if made is None or made.size() > _Made.KEEP:
         made = catalog.made = _Made()
@@ -107,7 +116,7 @@ def plan(
     catalog.decided = decided
     if bundled:  # decisions in the snapshot's order, whatever order the items were planned in
         at = {item.id: k for k, item in enumerate(demand.items)}
-        out.decisions.sort(key=lambda d: at[d.item])
+        out.decisions.sort(key=lambda d: at.get(d.item, -1))
     return out
 
 

@@ -26,6 +26,10 @@ spare goes back whole; otherwise the largest granular amount of the spare
 units (``min_request`` plus whole ``step``s) goes back from it and the rest
 stays granted. Units in use are never returned; rounding goes down, never up.
 
+A host made for a scheduler's named node is the scheduler's to power down
+while the name is wanted; once it is let go, its host goes back
+(``policy.nodes``).
+
 Supply already on its way back is never ordered again.
 """
 
@@ -42,6 +46,7 @@ from policy.costs import HOLDING
 from policy.granularity import size_down
 from policy.limits import HOUR, UNLIMITED, ProviderLimits
 from policy.matching import Serves
+from policy.nodes import return_let_go
 from policy.supply import SupplyView
 
 
@@ -91,6 +96,8 @@ def reclaim(
     for inst in sorted(idle, key=lambda i: i.key):
         if inst.machine_id in returning_machines.get(inst.provider, ()):
             continue
+        if inst.node and inst.node in view.nodes:
+            continue  # a named node's host: the scheduler powers it down, and ``policy.nodes`` returns it
         rec = providers.get(inst.provider)
         if rec is None or not rec.owner:
             continue
@@ -102,6 +109,8 @@ def reclaim(
         (p, Order(action="return", supply="hosts", machines=m, count=len(m), reason=reasons[p]))
         for p, m in sorted(by_provider.items())
     ]
+    if view.nodes:
+        orders += return_let_go(view, returning_machines)
     return orders + _grants_due(items, providers, resources, view, now, idle_time, returning_grants)
 
 

@@ -23,6 +23,7 @@ from messages.records import (
     DecisionRecord,
     GrantRecord,
     InstanceRecord,
+    NodeRecord,
     OrderRecord,
     ProviderRecord,
     RequestRecord,
@@ -56,11 +57,14 @@ class PlanState(Protocol):
     @property
     def grants(self) -> Mapping[str, GrantRecord]: ...
     @property
+    def nodes(self) -> Mapping[str, NodeRecord]: ...
+    @property
     def decided(self) -> Iterable[DecisionRecord]: ...
 
 
 def supply_view(state: PlanState) -> SupplyView:
-    return SupplyView(orders=state.orders, requests=state.requests, instances=state.instances, grants=state.grants)
+    return SupplyView(orders=state.orders, requests=state.requests, instances=state.instances, grants=state.grants,
+                      nodes=state.nodes)
 
 
 def catalog_for(catalog: Catalog | None, providers: Mapping[str, ProviderRecord]) -> Catalog:

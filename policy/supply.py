@@ -16,9 +16,9 @@ counting then.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from messages.records import GrantRecord, InstanceRecord, OrderRecord, RequestRecord
+from messages.records import GrantRecord, InstanceRecord, NodeRecord, OrderRecord, RequestRecord
 from messages.states import GRANT, INSTANCE, REQUEST, SERVING
 
 #: Instance states that are coming but not yet usable by the scheduler.
@@ -31,6 +31,8 @@ class SupplyView:
     requests: Mapping[str, RequestRecord]
     instances: Mapping[str, InstanceRecord]
     grants: Mapping[str, GrantRecord]
+    #: A scheduler's named nodes (``policy.nodes``).
+    nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
 
 
 def pending(order: OrderRecord, now: float, order_timeout: float) -> bool:

@@ -116,11 +116,15 @@ class _RequestIn(Model):
     resource: str | None = Field(default=None, min_length=1)
     count: int = Field(ge=1)
     tags: dict[str, str] = Field(default_factory=dict)
+    #: A request for a scheduler's named nodes: one name per host, for a provider that can name its hosts.
+    names: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> "_RequestIn":
         if (self.template is None) == (self.resource is None):
             raise ValueError("name exactly one of template (hosts) or resource (units)")
+        if self.names is not None and (len(self.names) != self.count or self.resource is not None):
+            raise ValueError("names: one per host asked for (a hosts request whose count is their number)")
         return self
 
 

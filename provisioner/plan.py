@@ -39,6 +39,7 @@ from messages.records import (
     DecisionRecord,
     GrantRecord,
     InstanceRecord,
+    NodeRecord,
     OrderRecord,
     ProviderRecord,
     RequestRecord,
@@ -92,6 +93,7 @@ class Supply:
     requests: Mapping[str, RequestRecord] = field(default_factory=dict)
     instances: Mapping[str, InstanceRecord] = field(default_factory=dict)
     grants: Mapping[str, GrantRecord] = field(default_factory=dict)
+    nodes: Mapping[str, NodeRecord] = field(default_factory=dict)
     decided: list[DecisionRecord] = field(default_factory=list)
 
 
@@ -113,7 +115,7 @@ def plan_round(demand: DemandSnapshot, url: str, home: Path, cfg: Config | None,
         model = ReadModel(controller, SnapshotStore.for_controller(home, url, quiet=True))
         with model.current() as p:
             state = Supply(p.providers, p.resources) if empty else Supply(
-                p.providers, p.resources, p.orders, p.requests, p.instances, p.grants, list(p.decided))
+                p.providers, p.resources, p.orders, p.requests, p.instances, p.grants, p.nodes, list(p.decided))
             at = time.time() if now is None else now
             started = time.perf_counter()
             result = dry_run(demand, state, at, settings)

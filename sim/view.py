@@ -33,6 +33,7 @@ from messages.records import (
     DecisionRecord,
     GrantRecord,
     InstanceRecord,
+    NodeRecord,
     OrderRecord,
     ProviderRecord,
     RequestRecord,
@@ -72,6 +73,10 @@ class Recent:
     @property
     def resources(self) -> Mapping[str, ResourceRecord]:
         return self.p.resources
+
+    @property
+    def nodes(self) -> Mapping[str, NodeRecord]:
+        return self.p.nodes
 
     @property
     def decided(self) -> Iterable[DecisionRecord]:

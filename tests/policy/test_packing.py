@@ -228,4 +228,4 @@ class _State:
         p = Projection()
         self.providers, self.resources = providers, {}
         self.orders, self.requests, self.instances, self.grants = p.orders, p.requests, p.instances, p.grants
-        self.decided = []
+        self.nodes, self.decided = p.nodes, []

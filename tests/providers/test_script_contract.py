@@ -69,6 +69,12 @@ def test_lsf_inputs_keep_the_lsf_shapes(tools):
     assert build_input("lsf", "hosts", "describe", {}, None) == tools.data("getAvailableTemplates.input.json")
 
 
+def test_a_request_for_named_nodes_passes_the_names_to_a_v2_script_and_none_to_an_lsf_plugin():
+    doc = {"template": "T", "count": 2, "names": ["cloud1", "cloud2"]}
+    assert build_input("v2", "hosts", "request", doc, "tok")["names"] == ["cloud1", "cloud2"]
+    assert "names" not in str(build_input("lsf", "hosts", "request", doc, "tok"))
+
+
 @pytest.mark.parametrize(
     ("style", "kind", "action", "document", "token", "message"),
     [
@@ -81,6 +87,7 @@ def test_lsf_inputs_keep_the_lsf_shapes(tools):
         ("v2", "hosts", "return", {"machines": [{}]}, "t", "a machine needs a name or a machineId"),
         ("v2", "hosts", "status", {"requests": []}, None, "input requests: List should have at least 1 item"),
         ("v2", "hosts", "describe", {"extra": 1}, None, "input extra: Extra inputs are not permitted"),
+        ("v2", "hosts", "request", {"template": "T", "count": 2, "names": ["a"]}, "t", "names: one per host"),
         ("lsf", "hosts", "list", {}, None, "the lsf style has no list action"),
         ("lsf", "units", "status", {"requests": [{"requestId": "r"}]}, None, "the lsf style serves hosts only"),
     ],

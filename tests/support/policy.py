@@ -27,7 +27,7 @@ def units(name: str, capacity: int = 10, price: float = 1.0, **kw) -> ProviderRe
 
 
 def view(p: Projection) -> SupplyView:
-    return SupplyView(orders=p.orders, requests=p.requests, instances=p.instances, grants=p.grants)
+    return SupplyView(orders=p.orders, requests=p.requests, instances=p.instances, grants=p.grants, nodes=p.nodes)
 
 
 def demand(*items, seq: int = 1) -> DemandSnapshot:
