@@ -80,7 +80,8 @@ def sim_data(cfg: Config, file: str, describe: Describe = run_describe) -> dict[
     if not providers:
         raise ConfigError([ConfigIssue(file, None, "providers", "no providers: nothing to simulate")])
     return {
-        "lease": {"ttl": cfg.lease.ttl},
+        # The section as the operator wrote it (the defaults it left out fit what --compare changes).
+        "lease": cfg.lease.model_dump(mode="json", exclude_unset=True),
         "policy": cfg.policy.model_dump(mode="json", exclude_none=True),
         "budget": cfg.budget.model_dump(mode="json", exclude_none=True),
         "providers": providers,
