@@ -135,17 +135,17 @@ class Trace:
     def span(self) -> float:
         return self.steps[-1].at if self.steps else 0.0
 
-    def problems(self, providers: dict[str, str], lent: set[str]) -> list[str]:
-        """References the config cannot satisfy, each as ``file:line: ...``.
+    def problems(self, providers: dict[str, str]) -> list[str]:
+        """Events the config cannot carry out (a failover or a host lost at a provider it lacks), each as
+        ``file:line: ...``; ``providers`` maps each provider to its kind.
 
-        ``providers`` maps each provider to its kind; ``lent`` is every resource a units provider lends.
+        Items are not among them: demand nobody can serve (a license nobody lends, a selector no template
+        satisfies) is what an exported trace may well hold, and the report warns of it and counts it unmet
+        (``sim.report.unservable_items``).
         """
         out = []
         for step in self.steps:
             where = f"{self.file}:{step.line}"
-            for item in step.items:
-                if isinstance(item, UnitItem) and item.resource not in lent:
-                    out.append(f"{where}: item {item.id}: no provider lends {item.resource!r}")
             for name in step.failover:
                 if name not in providers:
                     out.append(f"{where}: failover: no provider named {name!r}")
