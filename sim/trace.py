@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
-from config.located import ConfigIssue, describe_error, dotted
+from config.located import ConfigIssue, describe_error, labelled, one_line
 from config.values import Duration
 from messages.base import Model
 from messages.demand import BundleItem, DemandItem, HostItem, Name, UnitItem
@@ -229,7 +229,7 @@ def _issues(exc: ValidationError, data: Any, file: str, line: int, root: Any) ->
     out = []
     for err in exc.errors(include_url=False):
         e = describe_error(err, data, {}, root)
-        out.append(ConfigIssue(file, line, dotted(e.elems), e.message))
+        out.append(ConfigIssue(file, line, labelled(e.elems, data), e.message))
     return out
 
 
@@ -247,9 +247,7 @@ def _resolve(it: ItemLine, declared: dict[str, DemandItem]) -> DemandItem:
     try:
         item: DemandItem = KINDS[it.kind].model_validate(shape)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ValueError(f"item {it.id!r}: {where + ': ' if where else ''}{err['msg']}") from None
+        raise ValueError(f"item {it.id!r}: {one_line(exc, shape, KINDS[it.kind])}") from None
     if prev is not None and prev.kind != item.kind:
         raise ValueError(f"item {it.id!r} was declared as {prev.kind}; an id keeps its kind")
     declared[it.id] = item.model_copy(update={"count": 0})
