@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from config.values import Name
+from messages.demand import Name as HostName
 
 Elems = tuple[Any, ...]
 
@@ -295,6 +296,11 @@ _BOUNDS = {
     "less_than": ("lt", "less than"),
 }
 _NAME_PATTERN = next(m.pattern for m in get_args(Name)[1].metadata if getattr(m, "pattern", None))
+#: Patterns with a name, in words: what the scheduler names hosts and items with (``messages.demand.Name``).
+_PATTERNS = {
+    next(m.pattern for m in get_args(HostName)[1].metadata if getattr(m, "pattern", None)):
+        ("name", "letters, digits, '.', '_', ':', '@', '/' and '-', starting with a letter or digit"),
+}
 
 
 def shown(value: Any, hidden: str | None = None) -> str:
@@ -365,10 +371,12 @@ def describe_error(err: Mapping[str, Any], data: Any, hidden: Mapping[Elems, str
     """One pydantic error in words. ``hidden``: locations whose value is never echoed, and what to say instead."""
     kind = err["type"]
     elems, branch, key_error = _locate(err["loc"], data, kind == "missing")
+    ctx = err.get("ctx") or {}
+    if kind in ("union_tag_invalid", "union_tag_not_found") and isinstance(ctx.get("discriminator"), str):
+        elems += (ctx["discriminator"].strip("'"),)  # the tag's own field: ``kind``
     value = err.get("input")
     got = shown(value, hidden.get(elems))
     special = reword(kind, elems, value) if reword is not None else None
-    ctx = err.get("ctx") or {}
     expected = None
     if special is not None:
         message = special
@@ -391,6 +399,25 @@ def describe_error(err: Mapping[str, Any], data: Any, hidden: Mapping[Elems, str
             f"not a valid name: {got} (letters, digits, '.', '_' and '-', "
             "starting with a letter or digit, at most 63 characters)"
         )
+    elif kind == "string_pattern_mismatch" and ctx.get("pattern") in _PATTERNS:
+        what, words = _PATTERNS[ctx["pattern"]]
+        message = f"not a valid {what}: {got} ({words})"
+    elif kind == "string_pattern_mismatch":
+        message = f"not valid: {got} (must match {ctx.get('pattern')})"
+    elif kind in ("string_too_long", "string_too_short") and isinstance(value, str):
+        words = "at most" if kind == "string_too_long" else "at least"
+        limit = ctx.get("max_length" if kind == "string_too_long" else "min_length")
+        message = ("must not be empty" if kind == "string_too_short" and not value
+                   else f"must be {words} {limit} characters, got {len(value)}" + (f" ({got})" if value else ""))
+    elif kind in ("too_short", "too_long") and isinstance(ctx.get("actual_length"), int):
+        n, words = (ctx.get("min_length"), "at least") if kind == "too_short" else (ctx.get("max_length"), "at most")
+        actual = ctx["actual_length"]
+        message = ("must not be empty" if kind == "too_short" and actual == 0
+                   else f"must have {words} {n} entries, got {actual}")
+    elif kind == "union_tag_invalid":
+        message = f"expected one of {ctx.get('expected_tags')}, got {shown(ctx.get('tag'))}"
+    elif kind == "union_tag_not_found":
+        message = "missing required field"
     elif kind in _BOUNDS:
         key, words = _BOUNDS[kind]
         bound = ctx.get(key)
@@ -401,11 +428,73 @@ def describe_error(err: Mapping[str, Any], data: Any, hidden: Mapping[Elems, str
         message = f"expected {expected}, got {got}"
     else:
         message = str(err.get("msg", kind))
+        if not isinstance(value, (dict, list)) and "input" in err:
+            message += f", got {got}"
     return Described(elems, branch, expected, got, message)
 
 
 def _below(inner: Elems, outer: Elems) -> bool:
     return len(inner) > len(outer) and inner[: len(outer)] == outer
+
+
+def _meant(errors: list[Described]) -> list[Described]:
+    """A union (``float | dict[str, float]``) fails once per branch; when one branch got deeper into
+    the value, that branch is the one the writer meant."""
+    return [e for e in errors if not (e.union_branch and any(_below(o.elems, e.elems) for o in errors))]
+
+
+def labelled(elems: Elems, data: Any) -> str:
+    """``dotted(elems)``, the list entry it is in named by its ``id`` or ``name``: ``items[3] (id 'gpu').count``."""
+    cur, at, label = data, 0, ""
+    for i, e in enumerate(elems):
+        if isinstance(cur, list) and isinstance(e, int) and not isinstance(e, bool) and 0 <= e < len(cur):
+            cur = cur[e]
+            key = next((k for k in ("id", "name") if isinstance(cur, dict) and isinstance(cur.get(k), str)), None)
+            if key is not None:
+                at, label = i + 1, f" ({key} {shown(cur[key])})"
+        elif isinstance(cur, dict) and e in cur:
+            cur = cur[e]
+        else:
+            break
+    if not label:
+        return dotted(elems)
+    tail = dotted(elems[at:])
+    return dotted(elems[:at]) + label + (tail if not tail or tail.startswith("[") else "." + tail)
+
+
+def one_line(exc: ValidationError, data: Any = None, root: Any = None, *, where: Where | None = None,
+             file: str = "", named: Mapping[str, str] | None = None, hidden: Mapping[Elems, str] | None = None,
+             reword: Reword | None = None) -> str:
+    """Pydantic's first error as the one line a command prints: the place, what is wrong, the value.
+
+    ``data`` is what was validated (None: a model built from arguments, whose error locations are the
+    field names themselves) and ``root`` its model. ``where``, when the data came from a file read with
+    ``parse_located``, puts its file and line first (``file``: the file alone, its lines unknown). A
+    list entry is named by its id or name too, and the count of further problems ends the line:
+    ``demand.json:7: items[3] (id 'gpu').count: must be at least 0, got -1 (2 more)``. ``named``
+    calls a top-level field by what the user gave it as (``{"older_than": "--older-than"}``);
+    ``hidden`` and ``reword`` as for ``describe_error``. Never pydantic's own dump, its type tags or
+    its URL.
+    """
+    raw = exc.errors(include_url=False)
+    described = []
+    for err in raw:
+        e = describe_error(err, data, hidden or {}, root, reword)
+        if data is None:
+            e.elems = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        described.append(e)
+    errors = _in_words(_meant(described) or described)
+    elems, message = errors[0]
+    at = elems
+    if elems and isinstance(elems[-1], str) and message.startswith(f"{elems[-1]}."):
+        elems = elems[:-1]  # the message names the key itself (``select.ncpus: >= needs a number``)
+    path = labelled(elems, data)
+    if named and elems and elems[0] in named:
+        rest = dotted(elems[1:])
+        path = named[elems[0]] + (rest if not rest or rest.startswith("[") else "." + rest)
+    place = f"{where.file}:{where.line(at)}: " if where is not None else f"{file}: " if file else ""
+    more = f" ({len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{place}{path + ': ' if path else ''}{message}{more}"
 
 
 def validation_issues(
@@ -417,20 +506,21 @@ def validation_issues(
     ``skip``: locations already reported otherwise; ``hidden`` and ``reword`` as for ``describe_error``.
     """
     errors = [describe_error(e, data, hidden or {}, root, reword) for e in exc.errors(include_url=False)]
-    errors = [e for e in errors if e.elems not in skip]
-    # A union (``float | dict[str, float]``) fails once per branch; when one branch got
-    # deeper into the value, that branch is the one the operator meant.
-    errors = [e for e in errors if not (e.union_branch and any(_below(o.elems, e.elems) for o in errors))]
+    return [where.issue(elems, message) for elems, message in _in_words(_meant([e for e in errors
+                                                                                  if e.elems not in skip]))]
+
+
+def _in_words(errors: list[Described]) -> list[tuple[Elems, str]]:
+    """One message per problem: a value no branch of a union takes is one problem (``expected an
+    integer or a number``), not one per branch."""
     grouped: dict[Elems, list[Described]] = {}
     for e in errors:
         grouped.setdefault(e.elems, []).append(e)
-    issues = []
+    out = []
     for elems, group in grouped.items():
         if len(group) > 1 and all(e.expected for e in group):
             wanted = " or ".join(dict.fromkeys(e.expected for e in group if e.expected))
-            issues.append(where.issue(elems, f"expected {wanted}, got {group[0].got}"))
+            out.append((elems, f"expected {wanted}, got {group[0].got}"))
         else:
-            for message in dict.fromkeys(e.message for e in group):
-                issues.append(where.issue(elems, message))
-    return issues
-
+            out += [(elems, message) for message in dict.fromkeys(e.message for e in group)]
+    return out

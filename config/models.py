@@ -8,11 +8,11 @@ an operator wants, and knows nothing of how the policy works it out.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from config.values import Duration, Name, Size
+from config.values import Duration, Name, Size, parse_duration
 from messages.base import Model
 from messages.description import SupplyKind
 
@@ -37,9 +37,37 @@ class ApiConfig(Model):
     max_body: Size = Field(default=32 * 1024 * 1024, ge=1024)
 
 
+#: The lease's defaults, when neither ``ttl`` nor ``renew_every`` is given.
+TTL, RENEW_EVERY = 10.0, 3.0
+
+
 class LeaseConfig(Model):
-    ttl: Duration = 10.0
-    renew_every: Duration = 3.0
+    """How long a lease lives, and how often its owner renews it.
+
+    A default never clashes with the value given beside it: ``renew_every``
+    left out is 3s, or a third of ``ttl`` when ttl is 3s or shorter; ``ttl``
+    left out is 10s, or three times ``renew_every`` when that is 10s or longer.
+    So ``lease: {ttl: 3s}`` means what it says, instead of an error about a
+    renew_every nobody wrote (only a section that used to be refused reads
+    differently: every value accepted before is the same).
+    """
+
+    ttl: Duration = TTL
+    renew_every: Duration = RENEW_EVERY
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults_fit(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or ("ttl" in data) == ("renew_every" in data):
+            return data
+        try:
+            if "ttl" in data:
+                ttl = parse_duration(data["ttl"])
+                return {**data, "renew_every": ttl / 3} if ttl <= RENEW_EVERY else data
+            renew_every = parse_duration(data["renew_every"])
+            return {**data, "ttl": renew_every * 3} if renew_every >= TTL else data
+        except ValueError:
+            return data  # the field's own check says what is wrong with the value
 
     @model_validator(mode="after")
     def _renew_before_expiry(self) -> "LeaseConfig":

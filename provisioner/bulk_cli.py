@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from config.located import one_line
 from provisioner.bulk import ACTED_ON, BulkFilter
 
 HELP = {
@@ -53,9 +54,7 @@ def run(args: argparse.Namespace, source: Any, fail: Callable[[str], Exception],
         f = BulkFilter(state=getattr(args, "state", None), provider=getattr(args, "provider", None),
                        older_than=args.older_than, name=args.name, all=args.all)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise fail(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg'].removeprefix('Value error, ')}") \
-            from None
+        raise fail(one_line(exc, named={f: f"--{f.replace('_', '-')}" for f in BulkFilter.model_fields})) from None
     if args.dry_run or not args.yes:
         preview = source.bulk(action, f, args.reason, dry_run=True)
         if args.dry_run:

@@ -24,9 +24,9 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from config.load import load_config
-from config.located import ConfigError
+from config.located import ConfigError, one_line, shown
 from config.models import Config, PolicyConfig
-from messages.demand import DemandSnapshot, SupplySnapshot
+from messages.demand import DemandSnapshot, HostEvent, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.controller import open_controller
@@ -35,6 +35,7 @@ from persistence.private import private_dir
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
 from provisioner import bulk_cli, logging_setup, reload_cli
+from provisioner.apimodels import ActionBody
 from provisioner.apiserver import ApiStartError
 from provisioner.audit import GENESIS, AuditError, AuditLog, follow
 from provisioner.auth import TokensError
@@ -43,6 +44,7 @@ from provisioner.checkconfig import check_config_main
 from provisioner.cli_options import BadLogLevel, add_global, log_format, log_level, shared
 from provisioner.client import ClientError, Remote, read_token
 from provisioner.demo import default_home, demo_config, sim_admin
+from provisioner.documents import read_document
 from provisioner.explained import decisions_text
 from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
 from provisioner.pidfile import pid_file
@@ -251,7 +253,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_demand_put(args: argparse.Namespace) -> int:
-    snapshot = _document(args.file, DemandSnapshot)
+    snapshot = _document(args.file, DemandSnapshot, 'a demand snapshot ({"items": [...]})')
     with _closing(_source(args)) as s:
         stored = s.put_demand(snapshot)
     print(f"demand {stored['seq']} stored: {len(stored['items'])} items")
@@ -261,45 +263,16 @@ def cmd_demand_put(args: argparse.Namespace) -> int:
 
 
 def cmd_supply_put(args: argparse.Namespace) -> int:
-    view = _document(args.file, SupplySnapshot)
+    view = _document(args.file, SupplySnapshot, 'a supply view ({"hosts": [...]})')
     with _closing(_source(args)) as s:
         stored = s.put_supply(view)
     print(f"supply view {stored['seq']} stored: {len(stored['hosts'])} hosts")
     return 0
 
 
-def _document(file: str, model: type[M]) -> M:
-    """A JSON or YAML document (a file, or - for stdin) as ``model``; a clear error naming the place if not."""
-    data = sys.stdin.buffer.read() if file == "-" else _read(file)
-    where = "stdin" if file == "-" else file
-    try:
-        doc = orjson.loads(data) if data.lstrip()[:1] in (b"{", b"[") else _yaml(data, where)
-        return model.model_validate(doc)
-    except orjson.JSONDecodeError as exc:
-        raise CliError(f"{where}: not valid JSON: {exc}") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        path = ".".join(str(p) for p in first["loc"])
-        raise CliError(f"{where}: {path}: {first['msg']}" + (f" ({len(exc.errors()) - 1} more)"
-                                                               if len(exc.errors()) > 1 else "")) from None
-
-
-def _read(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror}") from None
-
-
-def _yaml(data: bytes, where: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(data)
-    except yaml.YAMLError as exc:
-        raise CliError(f"{where}: not valid JSON or YAML: {exc}") from None
-    except RecursionError:  # the YAML reader recurses once per level: a demand is a few levels deep
-        raise CliError(f"{where}: nested too deeply to be a demand snapshot") from None
+def _document(file: str, model: type[M], what: str) -> M:
+    """A JSON or YAML document (a file, or - for stdin) as ``model``; one line naming the place if not."""
+    return read_document(file, model, what)
 
 
 def cmd_demand_show(args: argparse.Namespace) -> int:
@@ -320,6 +293,9 @@ def cmd_demand_show(args: argparse.Namespace) -> int:
 
 
 def cmd_host(args: argparse.Namespace) -> int:
+    # Checked here, as the API checks its path: over REST too a bad name is said before anything is sent.
+    _checked(HostEvent, {"name": args.name, "event": args.event, "time": 0.0, "provider": args.provider},
+             {"name": "host name", "provider": "--provider"})
     with _closing(_source(args)) as s:
         ev = s.host_event(args.name, args.event, args.provider)
     print(f"host event {ev['seq']}: {ev['name']} {ev['event']}")
@@ -337,7 +313,24 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checked(model: type[BaseModel], fields: dict[str, Any], named: dict[str, str], reword: Any = None) -> None:
+    """Refuse arguments ``model`` refuses, in one line naming the argument (``named``: field -> option)."""
+    try:
+        model.model_validate(fields)
+    except ValidationError as exc:
+        raise CliError(one_line(exc, named=named, reword=reword)) from None
+
+
+def _reason(args: argparse.Namespace) -> str:
+    """``--reason`` as the REST API takes it (one line of text, at most 500 characters), in both modes."""
+    _checked(ActionBody, {"reason": args.reason}, {"reason": "--reason"},
+             lambda kind, _, value: f"not valid: {shown(value)} (one line of text, no control characters)"
+             if kind == "string_pattern_mismatch" else None)
+    return args.reason
+
+
 def cmd_steer(args: argparse.Namespace) -> int:
+    _reason(args)
     with _closing(_source(args)) as s:
         done = s.steer(args.name, args.action, args.reason)
     print(done["message"])
@@ -345,6 +338,7 @@ def cmd_steer(args: argparse.Namespace) -> int:
 
 
 def cmd_return_instance(args: argparse.Namespace) -> int:
+    _reason(args)
     with _closing(_source(args)) as s:
         done = s.return_instance(args.id, args.reason)
     print(done["message"])
@@ -353,12 +347,14 @@ def cmd_return_instance(args: argparse.Namespace) -> int:
 
 def cmd_bulk(args: argparse.Namespace) -> int:
     """``instances return|drain``: every matching host (``provisioner/bulk_cli.py``)."""
+    _reason(args)
     with _closing(_source(args)) as s:
         return bulk_cli.run(args, s, CliError, _table,
                             lambda doc: print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()))
 
 
 def cmd_return_orphan(args: argparse.Namespace) -> int:
+    _reason(args)
     with _closing(_source(args)) as s:
         done = s.return_orphan(args.id, args.reason)
     print(done["message"])
@@ -470,7 +466,6 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def cmd_trace_generate(args: argparse.Namespace) -> int:
     """Write a synthetic demand trace (daily cycle, bursts, seeded)."""
-    from config.values import parse_duration
     from sim.synth import Shape, generate, parse_load, problems
     from sim.trace import DEFAULT_START, write_trace
 
@@ -482,8 +477,11 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
     if args.start:
         from sim.trace import Header
 
-        start = Header.model_validate({"start": args.start}).start
-    shape = Shape(days=args.days, step=parse_duration(args.step), weekend=args.weekend, noise=args.noise,
+        try:
+            start = Header.model_validate({"start": args.start}).start
+        except ValidationError as exc:
+            raise CliError(one_line(exc, named={"start": "--start"})) from None
+    shape = Shape(days=args.days, step=_duration("--step", args.step), weekend=args.weekend, noise=args.noise,
                   bursts_per_day=args.bursts_per_day, burst_size=args.burst_size,
                   failovers=tuple(_pair(f, int, "--failover PROVIDER:COUNT") for f in args.failover),
                   lost=tuple(_pair(x, float, "--lost PROVIDER:PER_DAY") for x in args.lost))
@@ -498,17 +496,22 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
 
 def cmd_trace_export(args: argparse.Namespace) -> int:
     """The controller's past demand as a simulator trace (``provisioner/trace_export.py``)."""
-    from config.values import parse_duration
     from provisioner.trace_export import export_main
 
     if _remote(args) is not None:
         raise CliError("trace export reads the controller itself: give --config or --controller, not --url")
+    since, step = _duration("--since", args.since), _duration("--step", args.step)
     url, _, _ = _direct(args)
-    try:
-        since, step = parse_duration(args.since), parse_duration(args.step)
-    except ValueError as exc:
-        raise CliError(f"trace export: {exc}") from None
     return export_main(url, Path(args.out), since, step)
+
+
+def _duration(option: str, value: str) -> float:
+    from config.values import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}") from None
 
 
 def _pair(spec: str, kind: type, form: str) -> tuple[str, Any]:
@@ -739,6 +742,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    except ValidationError as exc:  # a model built from arguments no command checked first: still one line
+        print(f"provisioner: {one_line(exc)}", file=sys.stderr)
+        return 1
     except (CliError, ControllerUnavailable, ValueError, ClientError, TokensError, ApiStartError, NotFound,
             Conflict, CommitFailed, AuditError, NoStore, reload_cli.ReloadError, ExportError) as exc:
         print(f"provisioner: {exc}", file=sys.stderr)

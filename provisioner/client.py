@@ -1,7 +1,8 @@
 """The CLI's way to a running daemon: its REST API, with the standard library only.
 
 Errors become ``ClientError`` with one line: the HTTP status and the API's
-own ``error`` text, or why the daemon could not be reached.
+own ``error`` text (whatever the server answered, never its JSON as it
+came), or why the daemon could not be reached.
 """
 
 from __future__ import annotations
@@ -129,8 +130,27 @@ def _seg(value: str) -> str:
 
 
 def _said(exc: urllib.error.HTTPError) -> str:
+    """What the server said, in one line: the API's ``error``; another server's ``detail`` (a proxy, or an
+    API of another version), each problem as ``field: message``; else the status's reason. Never the
+    answer's JSON as it came."""
     try:
         doc = orjson.loads(exc.read())
     except (orjson.JSONDecodeError, OSError):
-        return exc.reason or "error"
-    return str(doc.get("error") or doc) if isinstance(doc, dict) else str(doc)
+        doc = None
+    said = doc.get("error") or _detail(doc.get("detail")) if isinstance(doc, dict) else None
+    return " ".join(str(said or exc.reason or "error").split())
+
+
+def _detail(detail: Any) -> str | None:
+    if isinstance(detail, str):
+        return detail
+    if not isinstance(detail, list) or not detail:
+        return None
+    parts = []
+    for problem in detail:
+        if isinstance(problem, dict) and isinstance(problem.get("msg"), str):
+            where = ".".join(str(p) for p in problem.get("loc") or ())
+            parts.append(f"{where}: {problem['msg']}" if where else problem["msg"])
+    if not parts:
+        return None
+    return parts[0] + (f" ({len(parts) - 1} more)" if len(parts) > 1 else "")

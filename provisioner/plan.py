@@ -23,7 +23,6 @@ Something left unplaced is an answer, not a failure: the exit status is 0.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from config.models import Config
 from messages.demand import DemandSnapshot
@@ -49,6 +47,7 @@ from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
 from policy.rounds import DryRun, dry_run
 from policy.settings import PlanSettings, plan_settings
+from provisioner.documents import DocumentError, read_document
 from provisioner.explained import decision_lines
 from provisioner.readmodel import ReadModel
 
@@ -59,28 +58,10 @@ class PlanError(ValueError):
 
 def read_demand(path: str) -> DemandSnapshot:
     """A demand snapshot from a JSON or YAML file (``-``: stdin), as ``demand put`` takes it."""
-    import yaml  # loads slowly: only for a command that reads a file
-
-    where = "stdin" if path == "-" else path
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        raise PlanError(f"{where}: {exc.strerror}") from None
-    try:
-        doc = orjson.loads(data) if data.lstrip()[:1] in (b"{", b"[") else yaml.safe_load(data)
-    except orjson.JSONDecodeError as exc:
-        raise PlanError(f"{where}: not valid JSON: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{where}: not valid JSON or YAML: {' '.join(str(exc).split())}") from None
-    if doc is None:
-        raise PlanError(f"{where}: empty: expected a demand snapshot ({{\"items\": [...]}})")
-    try:
-        return DemandSnapshot.model_validate(doc)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        place = ".".join(str(p) for p in errors[0]["loc"])
-        more = f" ({len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise PlanError(f"{where}: {place + ': ' if place else ''}{errors[0]['msg']}{more}") from None
+        return read_document(path, DemandSnapshot, 'a demand snapshot ({"items": [...]})')
+    except DocumentError as exc:
+        raise PlanError(str(exc)) from None
 
 
 @dataclass

@@ -519,8 +519,7 @@ class Engine:
 
 
 def run(cfg: SimConfig, trace: Trace, **kw: Any) -> tuple[dict[str, Any], Engine]:
-    problems = trace.problems({sp.name: sp.description.kind for sp in cfg.providers},
-                              {pool.resource for sp in cfg.providers for pool in sp.description.pools})
+    problems = trace.problems({sp.name: sp.description.kind for sp in cfg.providers})
     if problems:
         raise ValueError("\n".join(problems))
     engine = Engine(cfg, trace, **kw)

@@ -20,8 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from config.load import load_config
-from config.located import ConfigError, ConfigIssue, parse_located
+from config.located import ConfigError, ConfigIssue, one_line, parse_located
 from config.models import Config, ProviderConfig
 from messages.description import ProviderDescription
 from messages.scripts import ScriptResult
@@ -80,7 +82,8 @@ def sim_data(cfg: Config, file: str, describe: Describe = run_describe) -> dict[
     if not providers:
         raise ConfigError([ConfigIssue(file, None, "providers", "no providers: nothing to simulate")])
     return {
-        "lease": {"ttl": cfg.lease.ttl},
+        # The section as the operator wrote it (the defaults it left out fit what --compare changes).
+        "lease": cfg.lease.model_dump(mode="json", exclude_unset=True),
         "policy": cfg.policy.model_dump(mode="json", exclude_none=True),
         "budget": cfg.budget.model_dump(mode="json", exclude_none=True),
         "providers": providers,
@@ -97,5 +100,7 @@ def load_any(path: Path, describe: Describe = run_describe) -> tuple[SimConfig, 
     raw = sim_data(daemon, str(path), describe)
     try:
         return SimConfig.model_validate(raw), raw, True
-    except ValueError as exc:
-        raise ConfigError([ConfigIssue(str(path), None, "", f"cannot be simulated: {exc}")]) from None
+    except ValidationError as exc:
+        # A daemon config check-config takes should always make one; if not, still one line, no dump.
+        why = one_line(exc, raw, SimConfig)
+        raise ConfigError([ConfigIssue(str(path), None, "", f"cannot be simulated: {why}")]) from None

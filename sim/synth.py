@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
+from config.located import one_line
+from sim.trace import KINDS
+
 BURST_DECAY = 1800.0
 
 
@@ -49,7 +54,21 @@ FORMS = {"hosts": "ID:PEAK[:BASE[:SELECT]]", "units": "ID:RESOURCE:PEAK[:BASE]",
 
 def parse_load(kind: str, spec: str) -> Load:
     """``ID:PEAK[:BASE[:SELECT]]`` for hosts (SELECT like ``ncpus>=16;type=X86_64``), ``ID:RESOURCE:PEAK[:BASE]``
-    for units, ``ID:RESOURCES:PEAK[:BASE[:SELECT]]`` for bundles (RESOURCES like ``ncpus=2;mem=8192``)."""
+    for units, ``ID:RESOURCES:PEAK[:BASE[:SELECT]]`` for bundles (RESOURCES like ``ncpus=2;mem=8192``).
+
+    The item is checked as the trace's reader will check it, so a name or selector it would refuse is
+    refused here, naming the option, instead of in a trace written to be refused."""
+    load = _parsed(kind, spec)
+    model = KINDS[kind]
+    shape = {**load.shape(), "count": max(0, load.peak)}
+    try:
+        model.model_validate(shape)
+    except ValidationError as exc:
+        raise ValueError(f"--{kind} {spec!r}: {one_line(exc, shape, model)}") from None
+    return load
+
+
+def _parsed(kind: str, spec: str) -> Load:
     parts = spec.split(":")
     try:
         if kind == "units":

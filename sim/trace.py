@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
-from config.located import ConfigIssue, describe_error, dotted
+from config.located import ConfigIssue, describe_error, labelled, one_line
 from config.values import Duration
 from messages.base import Model
 from messages.demand import BundleItem, DemandItem, HostItem, Name, UnitItem
@@ -135,17 +135,17 @@ class Trace:
     def span(self) -> float:
         return self.steps[-1].at if self.steps else 0.0
 
-    def problems(self, providers: dict[str, str], lent: set[str]) -> list[str]:
-        """References the config cannot satisfy, each as ``file:line: ...``.
+    def problems(self, providers: dict[str, str]) -> list[str]:
+        """Events the config cannot carry out (a failover or a host lost at a provider it lacks), each as
+        ``file:line: ...``; ``providers`` maps each provider to its kind.
 
-        ``providers`` maps each provider to its kind; ``lent`` is every resource a units provider lends.
+        Items are not among them: demand nobody can serve (a license nobody lends, a selector no template
+        satisfies) is what an exported trace may well hold, and the report warns of it and counts it unmet
+        (``sim.report.unservable_items``).
         """
         out = []
         for step in self.steps:
             where = f"{self.file}:{step.line}"
-            for item in step.items:
-                if isinstance(item, UnitItem) and item.resource not in lent:
-                    out.append(f"{where}: item {item.id}: no provider lends {item.resource!r}")
             for name in step.failover:
                 if name not in providers:
                     out.append(f"{where}: failover: no provider named {name!r}")
@@ -229,7 +229,7 @@ def _issues(exc: ValidationError, data: Any, file: str, line: int, root: Any) ->
     out = []
     for err in exc.errors(include_url=False):
         e = describe_error(err, data, {}, root)
-        out.append(ConfigIssue(file, line, dotted(e.elems), e.message))
+        out.append(ConfigIssue(file, line, labelled(e.elems, data), e.message))
     return out
 
 
@@ -247,9 +247,7 @@ def _resolve(it: ItemLine, declared: dict[str, DemandItem]) -> DemandItem:
     try:
         item: DemandItem = KINDS[it.kind].model_validate(shape)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ValueError(f"item {it.id!r}: {where + ': ' if where else ''}{err['msg']}") from None
+        raise ValueError(f"item {it.id!r}: {one_line(exc, shape, KINDS[it.kind])}") from None
     if prev is not None and prev.kind != item.kind:
         raise ValueError(f"item {it.id!r} was declared as {prev.kind}; an id keeps its kind")
     declared[it.id] = item.model_copy(update={"count": 0})

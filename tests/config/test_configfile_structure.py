@@ -339,3 +339,17 @@ def test_non_text_key_in_a_mapping_of_names(tmp_path: Path) -> None:
         """,
     )
     assert problems(path) == [f"{path}:8: providers[0].describe.cost_per_hour[1]: keys here must be text, got 1"]
+
+
+@pytest.mark.parametrize("lease,ttl,renew_every", [
+    ("{ttl: 3s}", 3.0, 1.0),            # renew_every left out fits a short ttl
+    ("{ttl: 2s}", 2.0, 2 / 3),
+    ("{ttl: 5s}", 5.0, 3.0),            # ... and stays 3s where 3s fits
+    ("{renew_every: 15s}", 45.0, 15.0),  # ttl left out fits a long renew_every
+    ("{renew_every: 2s}", 10.0, 2.0),
+    ("{}", 10.0, 3.0),
+])
+def test_a_lease_default_never_clashes_with_the_value_given(tmp_path: Path, lease: str, ttl: float,
+                                                            renew_every: float) -> None:
+    cfg = load_config(write(tmp_path, MINIMAL, f"lease: {lease}\n"), check_files=False)
+    assert (cfg.lease.ttl, cfg.lease.renew_every) == pytest.approx((ttl, renew_every))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.support.daemons import HOSTS_SIM, UNITS_SIM, sim_provider
@@ -74,3 +75,31 @@ def test_a_provider_whose_describe_fails_is_an_error_naming_it(tmp_path):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert f"{cfg}: providers[1]: provider aws-east: describe failed:" in r.stderr
     assert "cannot reach the API" in r.stderr and not (tmp_path / "o").exists()
+
+
+def check_config(cfg: Path, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "provisioner.cli", "check-config", str(cfg)], capture_output=True,
+                          text=True, timeout=60, cwd=cwd)
+
+
+@pytest.mark.parametrize("lease", [{"ttl": "3s", "renew_every": "1s"}, {"ttl": "3s"}, {"renew_every": "15s"},
+                                   {"ttl": "1m", "renew_every": "20s"}])
+def test_every_lease_section_check_config_takes_the_simulator_takes(tmp_path, lease):
+    """The simulator rebuilt the lease from its ttl alone, so the default renew_every (3s) clashed with a
+    short ttl the daemon's config had paired with its own renew_every."""
+    cfg = daemon_config(tmp_path, [sim_provider(tmp_path, "hosts", HOSTS_SIM),
+                                   sim_provider(tmp_path, "units", UNITS_SIM)])
+    doc = yaml.safe_load(cfg.read_text())
+    cfg.write_text(yaml.safe_dump({**doc, "lease": lease}))
+    checked = check_config(cfg, tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(x) for x in [
+        {"time": 0, "items": [{"id": "batch", "kind": "hosts", "count": 2}]},
+        {"time": 600, "failover": ["hosts"]}, {"time": 3600}]) + "\n")
+    out = tmp_path / "out"
+    r = sim("--config", str(cfg), "--trace", str(trace), "--out", str(out), "--no-plots",
+            "--compare", "long-ttl:lease.ttl=2m", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["variants"]["base"]["failovers"] == 1 and report["variants"]["long-ttl"]["failovers"] == 1

@@ -55,8 +55,10 @@ def test_demand_put_show_roundtrip(url, tmp_path):
 
 
 @pytest.mark.parametrize("body,expect", [
-    ('{"items": [{"id": "d1", "kind": "hosts", "count": -1}]}', "items.0.hosts.count"),
-    ('{"items": [{"id": "d1", "kind": "gpus", "count": 1}]}', "items.0"),
+    ('{"items": [{"id": "d1", "kind": "hosts", "count": -1}]}',
+     "stdin:1: items[0] (id 'd1').count: must be at least 0, got -1"),
+    ('{"items": [{"id": "d1", "kind": "gpus", "count": 1}]}', "items[0] (id 'd1').kind: expected one of 'hosts', "
+                                                             "'units', 'bundles', got 'gpus'"),
     ('{"items": [{"id": "d1", "kind": "hosts", "count": 1, "select": {"ncpus": ">=many"}}]}', "needs a number"),
     ('{"items": [{"id": "a", "kind": "units", "resource": "x", "count": 1},'
      ' {"id": "a", "kind": "units", "resource": "x", "count": 1}]}', "duplicate id"),
@@ -115,7 +117,8 @@ def test_the_supply_view_is_put_and_a_bad_one_refused_naming_the_place(url):
     r = cli("--controller", url, "supply", "put", "-", stdin=json.dumps(view))
     assert r.returncode == 0 and "supply view 1 stored: 2 hosts" in r.stdout, r.stderr
     r = cli("--controller", url, "supply", "put", "-", stdin='{"hosts": [{"name": "node-1", "state": "asleep"}]}')
-    assert r.returncode == 1 and r.stderr.startswith("provisioner: stdin: hosts.0.state"), r.stderr
+    assert r.returncode == 1 and r.stderr == ("provisioner: stdin:1: hosts[0] (name 'node-1').state: expected one of "
+                                              "'idle', 'busy', got 'asleep'\n"), r.stderr
 
 
 def test_host_events_and_views(url):
@@ -253,8 +256,9 @@ def test_plan_uses_the_configs_budget_and_says_why_bundles_found_no_room(url, tm
 
 @pytest.mark.parametrize("body,expect", [
     ('{"items": [{"id": "j", "kind": "bundles", "count": 3, "resources": {"ncpus": "two"}}]}',
-     "demand.json: items.0.bundles.resources.ncpus"),
-    ('{"items": [{"id": "j", "kind": "bundles", "count": 3, "resources": {}}]}', "items.0.bundles.resources"),
+     "demand.json:1: items[0] (id 'j').resources.ncpus: expected an integer or a number, got 'two'"),
+    ('{"items": [{"id": "j", "kind": "bundles", "count": 3, "resources": {}}]}',
+     "items[0] (id 'j').resources: must not be empty"),
     ('{"items": [', "demand.json: not valid JSON"),
     ("items: [unclosed", "demand.json: not valid JSON or YAML"),
     ("", "demand.json: empty"),

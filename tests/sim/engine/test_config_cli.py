@@ -110,3 +110,10 @@ def test_sim_errors_are_one_clear_message_and_a_non_zero_exit(tmp_path, capsys):
     assert main(["sim", "--config", str(EXAMPLE), "--trace", str(trace), "--out", str(tmp_path / "o"),
                  "--compare", "bad"]) == 2
     assert "expected NAME:KEY=VALUE" in capsys.readouterr().err
+
+
+def test_a_variant_may_shorten_the_lease_ttl_alone():
+    """The simulator uses only lease.ttl: a shorter one must not clash with the renew_every it never set."""
+    _, raw = load_sim_config(EXAMPLE)
+    cfg = with_settings(raw, ["lease.ttl=3s"], "--compare (fast)")
+    assert cfg.lease.ttl == 3 and cfg.lease.renew_every < 3
