@@ -23,6 +23,8 @@ class Call(NamedTuple):
     machines: Optional[List[Dict[str, str]]] = None
     grants: Optional[List[Tuple[str, Optional[int]]]] = None
     request_ids: Tuple[str, ...] = ()
+    #: A request's host names, one per host (a scheduler's named nodes); empty: the provider names them.
+    names: Tuple[str, ...] = ()
     #: Answer in LSF shapes (getReturnRequests also reports unlisted machines).
     lsf: bool = False
 
@@ -115,12 +117,23 @@ def _served(cfg: SimConfig, doc: Dict[str, Any], action: str) -> str:
     return text(doc, key, action)
 
 
+def _names(doc: Dict[str, Any], action: str, n: int) -> Tuple[str, ...]:
+    value = doc.get("names")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or len(value) != n or not all(isinstance(x, str) and x for x in value) \
+            or len(set(value)) != n:
+        raise bad(action, "names", f"must be {n} distinct non-empty names, one per host, found {value!r}")
+    return tuple(value)
+
+
 def parse_v2(action: str, doc: Dict[str, Any], cfg: SimConfig, env_token: Optional[str]) -> Call:
     if action == "describe":
         return Call(action)
     if action == "request":
+        n = count(doc, "count", action)
         return Call(action, token=_token(doc, action, env_token), what=_served(cfg, doc, action),
-                    count=count(doc, "count", action), tags=_tags(doc, action))
+                    count=n, tags=_tags(doc, action), names=_names(doc, action, n))
     if action == "status":
         return Call(action, request_ids=tuple(request_ids(doc, action)))
     if action == "return":

@@ -100,6 +100,7 @@ def _params(call: Call) -> Dict[str, Any]:
         "count": call.count,
         "machines": sorted(m["machineId"] or m["name"] for m in call.machines or []),
         "grants": [[ref, limit] for ref, limit in call.grants] if call.grants is not None else None,
+        **({"names": list(call.names)} if call.names else {}),
     }
 
 
@@ -128,6 +129,7 @@ def _new_request(cfg: SimConfig, state: State, call: Call, now: float) -> Dict[s
         "tags": call.tags or {},
         "created": now,
         "machines": [],
+        "names": list(call.names),
         "params": _params(call),
     }
     state["requests"][req["id"]] = req

@@ -53,7 +53,8 @@ def launch(cfg: SimConfig, state: State, request: Dict[str, Any], now: float, ke
             reclaim_at = ready + cfg.reclaim_after.pick(chance(cfg.seed, key, i, "reclaim_after"))
         m: Machine = {
             "machineId": f"i-{cfg.name_prefix}-{n:06d}",
-            "name": f"{cfg.name_prefix}-{n}",
+            # A request for named hosts (a scheduler's nodes) names each of its machines.
+            "name": request["names"][i] if request.get("names") else f"{cfg.name_prefix}-{n}",
             "template": request["what"],
             "request_id": request["id"],
             "tags": request["tags"],

@@ -178,3 +178,14 @@ def test_machine_failures_show_after_the_lead_time(tmp_path):
     assert st["status"] == "complete_with_error"
     assert [m["result"] for m in st["machines"]] == ["fail", "fail"]
     assert sim.call("list")["machines"] == []
+
+
+def test_a_request_for_named_hosts_gives_its_machines_those_names(tmp_path):
+    sim = Sim(tmp_path, hosts_config())
+    r = sim.run("request", {"token": "intent-1", "template": "sim-small", "count": 2, "names": ["cloud7", "cloud2"]})
+    assert r.returncode == 0, r.stderr
+    names = sorted(m["name"] for m in sim.dump()["machines"].values())
+    assert names == ["cloud2", "cloud7"]
+    bad = sim.run("request", {"token": "intent-2", "template": "sim-small", "count": 2, "names": ["cloud9"]})
+    assert bad.returncode == 65 and "names: must be 2 distinct non-empty names" in bad.stderr
+    assert len(sim.dump()["machines"]) == 2
