@@ -318,12 +318,12 @@ class Daemon:
             log.warning("reload: %s", line)
         return result
 
-    def stop(self) -> None:
+    def stop(self, quiet: bool = False) -> None:
+        """Stop every part in reverse order; ``quiet``: without saying so (a start that failed before
+        anything ran, whose error says all there is)."""
         if self._stopped.is_set():
             return
         self._stopped.set()
-        #: Nothing ran (the API's port was taken, the controller refused): its error says all there is.
-        quiet = self.journal is None and self.api is None
         if not quiet:
             log.info("daemon %s stopping", self.cfg.instance.id)
         if self.api is not None:
@@ -347,6 +347,7 @@ class Daemon:
                   on_started: Callable[[], None] | None = None) -> int:
         """Run until ``done`` is set; then stop in reverse order and return 0. ``on_started`` runs once
         the daemon has started (the demo's workload: nothing of it runs when the start fails)."""
+        failed = False
         try:
             self.start(stopping=done)
             if on_started is not None and self.started:
@@ -355,10 +356,15 @@ class Daemon:
                 if self.reload_asked.is_set():
                     self.reload_asked.clear()
                     self.reload()
+        except BaseException:
+            failed = True
+            raise
         finally:
             if extra_stop is not None:
                 extra_stop()
-            self.stop()
+            # A start that failed before anything ran (the API's port taken, the controller refused)
+            # ends on its error alone, not on the lines of a daemon stopping.
+            self.stop(quiet=failed and self.journal is None)
         return 0
 
 
