@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/provisioner run
+	$(VENV)/bin/provisioner run $(ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache   # the layers of the house (pyproject.toml)

@@ -95,6 +95,10 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
                 if key in p.script.model_fields_set:
                     message = "only used with mode: persistent (this provider runs one process per call)"
                     issues.append(at.issue(("providers", i, "script", key), message))
+        if p.script.style == "v2" and p.script.work_dir is not None:
+            message = ("only used with style: lsf (its plugin's PRO_DATA_DIR); a v2 script is given no work "
+                       "folder: name its state folder in its env_file")
+            issues.append(at.issue(("providers", i, "script", "work_dir"), message))
         for action in p.script.timeouts:
             if action not in actions:
                 where = ("providers", i, "script", "timeouts", action)
@@ -189,12 +193,19 @@ def _folder_problem(path: Path) -> str | None:
 
 
 def _creatable_problem(path: Path) -> str | None:
-    """A folder the daemon creates on start: fine if missing, as long as it can be made."""
+    """A folder the daemon writes in and creates when missing: fine if missing, as long as it can be made
+    (its nearest existing parent is a folder the daemon's user may write in)."""
     if path.exists():
-        return None if path.is_dir() else f"not a folder: {path}"
+        if not path.is_dir():
+            return f"not a folder: {path}"
+        return None if os.access(path, os.W_OK | os.X_OK) else f"not writable: {path} (permission denied)"
     for parent in path.parents:
         if parent.exists():
-            return None if parent.is_dir() else f"cannot create {path}: {parent} is not a folder"
+            if not parent.is_dir():
+                return f"cannot create {path}: {parent} is not a folder"
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return f"cannot create {path}: {parent} is not writable (permission denied)"
+            return None
     return None
 
 

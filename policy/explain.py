@@ -120,21 +120,24 @@ def _too_small(item: BundleItem, templates: list[Template]) -> str:
 
 
 def unservable(demand: DemandSnapshot, providers: Mapping[str, ProviderRecord]) -> list[str]:
-    """One warning per item that no provider can serve, whatever its room or status.
+    """One warning per item that no described provider can serve, whatever its room or status.
 
-    Only once every provider known has described itself: one that has not yet
-    (a daemon starting) may serve the item, and a warning that is wrong at
-    startup teaches operators to ignore the right ones.
+    A provider that has not described itself yet (a daemon starting, or one whose
+    ``describe`` keeps failing) may serve the item, and it alone must not silence
+    what the others' descriptions tell: the warning says what the described
+    providers cannot serve and names the ones not described yet. With none
+    described there is nothing to judge by, and one line says so.
     """
-    if not providers or any(r.description is None for r in providers.values()):
-        return []
+    pending = sorted(n for n, r in providers.items() if r.description is None)
     described = {n: r.description for n, r in sorted(providers.items()) if r.description is not None}
+    if not described:
+        return [f"demand not checked: no provider has described itself yet ({_named(pending)})"] if pending else []
     out: list[str] = []
     cache: dict[tuple, str | None] = {}
     for item in demand.items:
         key = _wish(item)
         if key not in cache:
-            cache[key] = _no_one(item, described)
+            cache[key] = _no_one(item, described, pending)
         said = cache[key]
         if said is not None:
             out.append(f"item {item.id}: {said}")
@@ -149,14 +152,18 @@ def _wish(item: Item) -> tuple:
     return ("hosts", item.template, tuple(sorted(item.select.items())))
 
 
-def _no_one(item: Item, described: Mapping[str, ProviderDescription]) -> str | None:
+def _no_one(item: Item, described: Mapping[str, ProviderDescription], pending: list[str]) -> str | None:
+    """Why no described provider serves ``item``, or None when one does; ``pending``: the providers not
+    described yet, named after it (they may serve it once they have)."""
     kind = _kind(item)
     same = {n: d for n, d in described.items() if d.kind == kind}
     whys = {n: why_not(item, d) for n, d in same.items()}
     if any(w == "" for w in whys.values()):
         return None
+    who = "described provider" if pending else "provider"
+    later = f"; not described yet: {_named(pending)}" if pending else ""
     if not same:
-        return f"no configured provider offers {kind}"
+        return f"no {'described' if pending else 'configured'} provider offers {kind}{later}"
     said = "; ".join(f"{n}: {w}" for n, w in list(whys.items())[:NAMED])
     more = f"; {len(whys) - NAMED} more" if len(whys) > NAMED else ""
-    return f"no provider can serve it ({said}{more})"
+    return f"no {who} can serve it ({said}{more}){later}"

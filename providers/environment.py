@@ -107,6 +107,10 @@ def script_env(
 ) -> dict[str, str]:
     """The whole environment of one script run.
 
+    ``work_dir`` is the daemon's own folder for the provider (``<home>/providers/<name>``): the
+    run's input file and an lsf plugin's log folder are there. An lsf plugin's data folder is
+    ``script.work_dir`` when the config sets it (``data_dir``).
+
     Precedence, lowest first: PATH/HOME/LANG/TZ, the PRO_* / HF_* family (lsf
     style), the env_file (so an operator can point PRO_LSF_TOP elsewhere), and
     the daemon's own PROVIDER_* / PROVISIONER_* variables, which nothing overrides.
@@ -133,13 +137,20 @@ def script_env(
 
 
 def log_dir(work_dir: Path) -> Path:
-    """Where lsf-style plugins are told to write their logs."""
+    """Where lsf-style plugins are told to write their logs: the daemon's folder for the provider, as
+    LSF kept a plugin's logs apart from its data (``LSF_LOGDIR``)."""
     return work_dir / "log"
+
+
+def data_dir(provider: ProviderConfig, work_dir: Path) -> Path:
+    """The folder an lsf plugin keeps its records in (PRO_DATA_DIR): ``script.work_dir`` when set, so a
+    plugin moved from LSF finds the requests it knows of; else the daemon's folder for the provider."""
+    return provider.script.work_dir or work_dir
 
 
 def _lsf_env(provider: ProviderConfig, work_dir: Path) -> dict[str, str]:
     conf = str(provider.script.conf_dir or provider.script.path)
-    data = str(work_dir)
+    data = str(data_dir(provider, work_dir))
     logs = str(log_dir(work_dir))
     return {
         "PRO_CONF_DIR": conf,

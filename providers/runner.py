@@ -35,7 +35,7 @@ import orjson
 from config.models import ProviderConfig
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
-from providers.environment import EnvFileError, Scrubber, log_dir, read_env_file, script_env
+from providers.environment import EnvFileError, Scrubber, data_dir, log_dir, read_env_file, script_env
 from providers.output import cleaned
 from providers.pool import ScriptPool
 from providers.spawning import close_pipe, read_ready, reap_exited, spawn
@@ -114,6 +114,16 @@ class _Finished:
     stopped: bool = False
 
 
+def _make_folder(folder: str) -> None:
+    """Make ``folder`` (mode 0700) if it is not there, parents too: one system call when it is."""
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(folder, 0o700, exist_ok=True)
+
+
 class ScriptRunner:
     """The script runner of one provider: a FIFO of runs, at most ``max_concurrent`` at once.
 
@@ -147,7 +157,12 @@ class ScriptRunner:
         self._count = itertools.count()  # next() on it is atomic under the GIL
         #: A v2 script's program, checked (``build_argv``) only when it fails to start: the exec is the check.
         self._program = str(Path(provider.script.path)) if provider.script.style == "v2" else None
-        self._log_dir = str(log_dir(self.work_dir))
+        #: Folders an lsf plugin is given that the daemon makes when missing: its log folder (here), and
+        #: its data folder when the config names one (else it is this folder, made with ``in``).
+        self._lsf_dirs: tuple[str, ...] = ()
+        if provider.script.style == "lsf":
+            data = data_dir(provider, self.work_dir)
+            self._lsf_dirs = (str(log_dir(self.work_dir)),) + (() if data == self.work_dir else (str(data),))
         self.home = home
         self.kill_grace = kill_grace
         self._on_result = on_result
@@ -302,6 +317,11 @@ class ScriptRunner:
             document = build_input(cfg.script.style, cfg.kind, job.action, job.document, job.token)
         except ContractError as exc:
             return self._result(job, exc.outcome, str(exc), scrub)
+        for folder in self._lsf_dirs:
+            try:
+                _make_folder(folder)
+            except OSError as exc:
+                return self._result(job, "spawn_error", f"cannot create the folder {folder}: {exc.strerror}", scrub)
         try:
             input_path = self._write_input(job, document)
         except OSError as exc:
@@ -333,11 +353,6 @@ class ScriptRunner:
             os.unlink(path)
             raise
         os.close(fd)
-        if self.provider.script.style == "lsf":
-            try:
-                os.mkdir(self._log_dir, 0o700)
-            except FileExistsError:
-                pass
         return path
 
     def _run(self, job: _Job, input_path: str, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:

@@ -7,6 +7,7 @@ port 0 (tests) with the real port known at once.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import socket
@@ -24,23 +25,24 @@ class ApiStartError(Exception):
     """The API cannot serve as configured; the message names the setting."""
 
 
-def parse_listen(listen: str) -> tuple[str, int]:
+def parse_listen(listen: str, setting: str = "api.listen") -> tuple[str, int]:
     """``HOST:PORT`` or ``[V6]:PORT``."""
     host, _, port = listen.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not host or not port.isdigit() or int(port) > 65535:
-        raise ApiStartError(f"api.listen: expected HOST:PORT (e.g. 127.0.0.1:8787), got {listen!r}")
+        raise ApiStartError(f"{setting}: expected HOST:PORT (e.g. 127.0.0.1:8787), got {listen!r}")
     return host, int(port)
 
 
-def bind(listen: str, loopback_only: bool) -> socket.socket:
-    host, port = parse_listen(listen)
+def bind(listen: str, loopback_only: bool, setting: str = "api.listen") -> socket.socket:
+    """The API's socket, bound; ``setting`` names where ``listen`` came from in errors (``--listen``)."""
+    host, port = parse_listen(listen, setting)
     try:
         family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
-        raise ApiStartError(f"api.listen {listen}: cannot resolve {host!r}: {exc.strerror}") from None
+        raise ApiStartError(f"{setting} {listen}: cannot resolve {host!r}: {exc.strerror}") from None
     if loopback_only and not ipaddress.ip_address(addr[0].split("%")[0]).is_loopback:
-        raise ApiStartError(f"api.listen {listen} is not a loopback address: without api.tokens the API "
+        raise ApiStartError(f"{setting} {listen} is not a loopback address: without api.tokens the API "
                             "serves only this host; set api.tokens to serve beyond it")
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -48,13 +50,19 @@ def bind(listen: str, loopback_only: bool) -> socket.socket:
         sock.bind(addr)
     except OSError as exc:
         sock.close()
-        raise ApiStartError(f"api.listen {listen}: {exc.strerror}") from None
+        if exc.errno == errno.EADDRINUSE:
+            host = listen.rpartition(":")[0]
+            raise ApiStartError(f"{setting} {listen}: the address is in use (another daemon, or a demo, serves "
+                                f"there): choose another with `provisioner run --listen {host}:PORT`, or "
+                                f"`--listen {host}:0` for any free port (the log says which)") from None
+        raise ApiStartError(f"{setting} {listen}: {exc.strerror}") from None
     return sock
 
 
 class ApiServer:
-    def __init__(self, app: Any, listen: str, *, loopback_only: bool, tls: dict[str, Path] | None = None) -> None:
-        self.sock = bind(listen, loopback_only)
+    def __init__(self, app: Any, listen: str, *, loopback_only: bool, tls: dict[str, Path] | None = None,
+                 setting: str = "api.listen") -> None:
+        self.sock = bind(listen, loopback_only, setting)
         self.tls = tls
         config = uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="off", server_header=False,

@@ -223,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if controller is None:
             return 0
         daemon = Daemon(cfg, home, controller=controller, serve_api=True, accept_reset=args.accept_reset_controller,
-                        config_file=None if is_demo else _config_path(args.config))
+                        config_file=None if is_demo else _config_path(args.config), listen=args.listen)
         daemon.reload_asked = reload
         workload = None
         if is_demo:
@@ -232,9 +232,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             log.info("no config given: running the built-in demo with state in %s", home)
             workload = DemoWorkload(controller, set_license_use=lambda n: sim_admin(
                 home, "sim-licenses", "set-in-use", "vcs", str(n)))
-            workload.start()
         try:
-            return daemon.run_until(done, extra_stop=workload.stop if workload else None)
+            return daemon.run_until(done, extra_stop=workload.stop if workload else None,
+                                    on_started=workload.start if workload else None)
         except ControllerReset as exc:
             print(f"provisioner: {exc}", file=sys.stderr)
             return EXIT
@@ -612,6 +612,9 @@ def parser() -> argparse.ArgumentParser:
     p = add(sub, "run", help="run the daemon", description="Run the daemon on the config of --config (else "
             "$PROVISIONER_CONFIG, else ./provisioner.yaml, else the built-in demo). SIGTERM or Ctrl-C stops it; "
             "SIGHUP reloads its config.")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="serve the REST API here instead of api.listen (default 127.0.0.1:8787); port 0 picks a "
+                        "free one, which the log names (api: serving URL)")
     p.add_argument("--accept-reset-controller", action="store_true",
                    help="start even though the controller lacks facts this daemon saw committed (docs/recovery.md)")
     p.set_defaults(fn=cmd_run)

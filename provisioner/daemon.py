@@ -87,10 +87,14 @@ class Daemon:
         serve_api: bool = False,
         accept_reset: bool = False,
         config_file: Path | None = None,
+        listen: str | None = None,
     ) -> None:
         """``accept_reset``: start on a controller that lost facts this daemon saw committed (see resetguard).
-        ``config_file``: where ``cfg`` was read from, read again by ``reload`` (SIGHUP, ``POST /v1/reload``)."""
+        ``config_file``: where ``cfg`` was read from, read again by ``reload`` (SIGHUP, ``POST /v1/reload``).
+        ``listen``: where the API serves instead of ``api.listen`` (``run --listen``); the config is left as
+        it is, so a reload does not take it for a change of ``api``."""
         self.cfg = cfg
+        self.listen = listen
         self.config_file = config_file
         self._reloading = threading.Lock()
         #: Set by SIGHUP (``stop_signals``): ``run_until`` reloads on its own thread, not in the handler.
@@ -211,7 +215,8 @@ class Daemon:
                                     max_demand_items=self.cfg.policy.max_demand_items)
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting",
                          max_body=api.max_body, reload=self.reload)
-        return ApiServer(app, api.listen, loopback_only=tokens is None, tls=api.tls)
+        setting = ("--listen", self.listen) if self.listen else ("api.listen", api.listen)
+        return ApiServer(app, setting[1], loopback_only=tokens is None, tls=api.tls, setting=setting[0])
 
     def _script_calls(self, provider: ProviderConfig, work_dir: Path, on_done: OnDone,
                       may_act: Callable[[], bool]) -> ScriptCalls:
@@ -319,11 +324,14 @@ class Daemon:
             log.warning("reload: %s", line)
         return result
 
-    def stop(self) -> None:
+    def stop(self, quiet: bool = False) -> None:
+        """Stop every part in reverse order; ``quiet``: without saying so (a start that failed before
+        anything ran, whose error says all there is)."""
         if self._stopped.is_set():
             return
         self._stopped.set()
-        log.info("daemon %s stopping", self.cfg.instance.id)
+        if not quiet:
+            log.info("daemon %s stopping", self.cfg.instance.id)
         if self.api is not None:
             self.api.stop()
         self.ticker.stop()
@@ -341,20 +349,31 @@ class Daemon:
             self.snapshotter.stop()
             self.auditor.stop()
         self.controller.close()
-        log.info("daemon %s stopped", self.cfg.instance.id)
+        if not quiet:
+            log.info("daemon %s stopped", self.cfg.instance.id)
 
-    def run_until(self, done: threading.Event, extra_stop: Callable[[], None] | None = None) -> int:
-        """Run until ``done`` is set; then stop in reverse order and return 0."""
+    def run_until(self, done: threading.Event, extra_stop: Callable[[], None] | None = None,
+                  on_started: Callable[[], None] | None = None) -> int:
+        """Run until ``done`` is set; then stop in reverse order and return 0. ``on_started`` runs once
+        the daemon has started (the demo's workload: nothing of it runs when the start fails)."""
+        failed = False
         try:
             self.start(stopping=done)
+            if on_started is not None and self.started:
+                on_started()
             while not done.wait(0.2):
                 if self.reload_asked.is_set():
                     self.reload_asked.clear()
                     self.reload()
+        except BaseException:
+            failed = True
+            raise
         finally:
             if extra_stop is not None:
                 extra_stop()
-            self.stop()
+            # A start that failed before anything ran (the API's port taken, the controller refused)
+            # ends on its error alone, not on the lines of a daemon stopping.
+            self.stop(quiet=failed and self.journal is None)
         return 0
 
 

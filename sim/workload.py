@@ -51,8 +51,10 @@ class DemoWorkload:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the thread, if it was started (not when the daemon it plays for failed to start)."""
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):

@@ -401,3 +401,39 @@ def test_a_v2_script_given_by_a_bare_name_is_found_on_the_path(tmp_path, monkeyp
     config.write_text(body.replace("NAME", "no-such-provider"))
     with pytest.raises(ConfigError, match=r"providers\[0\]\.script\.path: no-such-provider: not found on PATH"):
         load_config(config)
+
+
+def test_check_config_checks_an_lsf_work_dir_relative_to_the_file(site: Path) -> None:
+    """Issue 28, item 4: ``script.work_dir`` (the plugin's PRO_DATA_DIR) is taken against the config's folder,
+    and must be a folder the daemon can write in, or create."""
+    def lines(work_dir: str) -> list[str]:
+        path = write(site, GOOD.replace("conf_dir: aws}", f"conf_dir: aws, work_dir: {work_dir}}}"))
+        out, err = io.StringIO(), io.StringIO()
+        check_config_main(str(path), out, err)
+        return err.getvalue().splitlines()
+
+    path = write(site, GOOD.replace("conf_dir: aws}", "conf_dir: aws, work_dir: lsf/data}"))
+    assert load_config(path).providers[0].script.work_dir == site / "lsf" / "data"
+    assert lines("lsf/data") == [], "a folder that is not there yet is made by the daemon"
+    (site / "lsf").write_text("a file")
+    assert lines("lsf/data") == [
+        f"{path}:7: providers[0].script.work_dir: cannot create {site / 'lsf' / 'data'}: "
+        f"{site / 'lsf'} is not a folder"]
+    assert lines("lsf") == [f"{path}:7: providers[0].script.work_dir: not a folder: {site / 'lsf'}"]
+    # /proc/1 is a folder nobody may write in, root included.
+    assert lines("/proc/1") == [f"{path}:7: providers[0].script.work_dir: not writable: /proc/1 (permission denied)"]
+    assert lines("/proc/1/data") == [f"{path}:7: providers[0].script.work_dir: cannot create /proc/1/data: "
+                                     "/proc/1 is not writable (permission denied)"]
+
+
+def test_a_v2_provider_is_given_no_work_dir(tmp_path: Path) -> None:
+    """A v2 script gets no PRO_DATA_DIR: a work_dir set for one would be silently ignored."""
+    path = write(tmp_path, """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        providers:
+          - {name: p, kind: hosts, script: {style: v2, path: /opt/p, work_dir: /var/lib/p}}
+        """)
+    assert problems(path, check_files=False) == [
+        f"{path}:4: providers[0].script.work_dir: only used with style: lsf (its plugin's PRO_DATA_DIR); a v2 "
+        "script is given no work folder: name its state folder in its env_file"]

@@ -32,8 +32,9 @@ def drill(tmp_path, etcd_cluster: Cluster) -> Iterator[Drill]:
 
 def test_kill_9_the_owner_and_the_standby_takes_over_within_ttl_plus_1s(drill: Drill) -> None:
     a = drill.start("a")
-    wait_until(lambda: drills.owned_by(drill, "a") == drills.ROLES, what="a to own everything")
+    a.wait(lambda: drills.owned_by(drill, "a") == drills.ROLES, "a to own everything")
     b = drill.start("b")
+    b.wait(lambda: "daemon b started" in b.text(), "b to start")  # a standby, not a process still importing
     drill.c.put_demand(drills.DEMAND)
     wait_until(lambda: any(r.state in ("submitted", "running") for r in drill.state().requests.values()),
                what="a request in flight")
@@ -44,7 +45,7 @@ def test_kill_9_the_owner_and_the_standby_takes_over_within_ttl_plus_1s(drill: D
     took_over = time.monotonic() - killed
     print(f"etcd failover: the standby held every role {took_over:.2f}s after kill -9 (TTL {drill.ttl:g}s)")
     assert took_over <= drill.ttl + 1.0, f"takeover took {took_over:.2f}s, TTL is {drill.ttl}s"
-    wait_until(lambda: drills.met(drill), timeout=30, what="the standby to meet the demand")
+    wait_until(lambda: drills.met(drill), what="the standby to meet the demand")
     drill.check(hosts_wanted=4, units_wanted=3)
     assert b.alive()
 
@@ -64,11 +65,10 @@ def test_a_daemon_started_before_its_etcd_waits_for_it(tmp_path) -> None:
         drill = Drill(tmp_path, url=etcd.url("late"))
         try:
             a = drill.start("a")
-            wait_until(lambda: "controller unavailable" in a.text(), timeout=30, what="a to say it waits for etcd")
+            a.wait(lambda: "controller unavailable" in a.text(), "a to say it waits for etcd")
             assert a.alive(), a.text()
             etcd.start()
-            wait_until(lambda: drills.owned_by(drill, "a") == drills.ROLES, timeout=30,
-                       what="a to own everything once etcd is up")
+            a.wait(lambda: drills.owned_by(drill, "a") == drills.ROLES, "a to own everything once etcd is up")
             assert a.alive()
         finally:
             drill.close()

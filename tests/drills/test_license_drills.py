@@ -21,7 +21,7 @@ import pytest
 
 from messages.demand import DemandSnapshot, SupplySnapshot, UnitItem
 from providers.flexlm.ledger import open_ledger
-from tests.support.daemons import wait_until
+from tests.support.daemons import STARTUP, wait_until
 from tests.support.licenses import LicenseServer, LicenseSite, ledger_held
 
 pytestmark = pytest.mark.slow
@@ -171,7 +171,7 @@ def test_two_clusters_borrowing_at_once_never_exceed_the_pool(tmp_path, server, 
         site.extra_env["a"] = {"FLEXLM_DRILL_PAUSE": "borrow:mid=0.2"}
         site.start("a")
     for site in (a, b):
-        wait_until(site.described, timeout=30, what=f"{site.name}'s provider to be described")
+        wait_until(site.described, timeout=STARTUP, what=f"{site.name}'s provider to be described", said=site.tails)
     watch = PoolWatch(ledger)
     demand = DemandSnapshot(items=[UnitItem(id=f"lic{i}", resource="vcs", count=3) for i in range(3)])
     a.c.put_demand(demand)
@@ -302,8 +302,8 @@ def test_a_stale_owners_total_is_refused_and_the_published_total_is_the_standbys
     site.extra_env["a"] = {"DRILL_SLOW_ACTION": "status", "DRILL_SLOW_SECONDS": "1"}
     roles = {"planner", "provider:lic"}
     a = site.start("a")
-    wait_until(lambda: {r for r in roles if site.owner(r) == "a"} == roles and site.described(), timeout=30,
-               what="a to own the planner and the provider")
+    a.wait(lambda: {r for r in roles if site.owner(r) == "a"} == roles and site.described(),
+           "a to own the planner and the provider")
     b = site.start("b")
     site.c.put_demand(units(4))
     wait_until(lambda: any(r.state == "submitted" for r in site.state().requests.values()), timeout=30,

@@ -40,7 +40,7 @@ def replace_controller(cluster: Cluster) -> None:
 @pytest.mark.parametrize("stop", ["clean stop, a snapshot kept", "kill -9 before any snapshot"])
 def test_an_emptied_controller_is_refused_until_accepted(cluster: Cluster, tmp_path: Path, stop: str) -> None:
     a = cluster.start("a")
-    wait_until(lambda: owned_by(cluster, "a") == ROLES, what="a to own everything")
+    a.wait(lambda: owned_by(cluster, "a") == ROLES, "a to own everything")
     cluster.c.put_demand(DEMAND)
     wait_until(lambda: met(cluster), timeout=60, what="the demand met")
     snapshots = tmp_path / "home-a" / "snapshots"
@@ -73,10 +73,10 @@ def test_an_emptied_controller_is_refused_until_accepted(cluster: Cluster, tmp_p
     assert "refusing" not in view.stderr, "the views read quietly and never refuse"
 
     accepted = cluster.start("a", log="a-accepted", args=("--accept-reset-controller",))
-    wait_until(lambda: owned_by(cluster, "a") == ROLES, what="the daemon to start on the reset controller")
+    accepted.wait(lambda: owned_by(cluster, "a") == ROLES, "the daemon to start on the reset controller")
     assert "starting on a reset controller" in accepted.text()
     accepted.signal(signal.SIGTERM)
     assert accepted.wait_dead() == 0
     again = cluster.start("a", log="a-again")
-    wait_until(lambda: owned_by(cluster, "a") == ROLES, what="a later start, with no flag, to go ahead")
+    again.wait(lambda: owned_by(cluster, "a") == ROLES, "a later start, with no flag, to go ahead")
     assert again.alive()

@@ -107,7 +107,13 @@ def test_a_demand_no_configured_provider_can_serve_is_named_with_why():
     assert unservable(hosts_only, {"sim-hosts": provs["sim-hosts"]}) == [
         "item lic: no configured provider offers units"]
     starting = {**provs, "new": ProviderRecord(name="new")}
-    assert unservable(snap, starting) == [], "a provider not described yet may serve them: no judgement"
+    assert unservable(snap, starting) == [
+        w.replace("no provider", "no described provider") + "; not described yet: new" for w in warnings], \
+        "a provider not described yet is named, and silences nothing the others' descriptions tell"
+    assert unservable(hosts_only, {"sim-hosts": provs["sim-hosts"], "new": ProviderRecord(name="new")}) == [
+        "item lic: no described provider offers units; not described yet: new"]
+    assert unservable(snap, {"new": ProviderRecord(name="new")}) == [
+        "demand not checked: no provider has described itself yet (new)"]
     assert unservable(snap, {}) == []
 
 

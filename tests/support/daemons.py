@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -16,17 +18,98 @@ from persistence.replay import replay
 from provisioner.daemon import Daemon
 from provisioner.demo import SIM_SCRIPT
 
+#: How long a test waits for a ``provisioner run`` process to start and take its leases. Its imports
+#: alone take seconds, and many more on a loaded 2-core machine (CI runs while other work does): a
+#: bound to give up at, not an expectation, since a wait returns as soon as its condition holds and
+#: ends at once when the process exits. Below pytest's own timeout (120 s a test, ``PROCESS_TEST``
+#: for tests that wait on a process more than once), so a failure is the wait's, saying what the
+#: daemon printed, not a bare stack dump.
+STARTUP = 90.0
+#: pytest's timeout for a test that starts ``provisioner run`` and waits on it several times.
+PROCESS_TEST = 300
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Poll a condition of real processes, bounded in time."""
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition",
+               said: Callable[[], str] | None = None) -> Any:
+    """Poll a condition of real processes, bounded in time; ``said``: what they printed, for the failure."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + _printed(said))
         time.sleep(0.05)
+
+
+def _printed(said: Callable[[], str] | None) -> str:
+    return f"; it printed, last:\n{said()}" if said is not None else ""
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last lines of a log file (what a daemon printed), or a note that it printed nothing."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        text = ""
+    return "\n".join(text.splitlines()[-lines:]) or "(nothing)"
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on now (each daemon serves its own API; none the default 8787,
+    which a demo may hold)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunProcess:
+    """One ``provisioner run`` process with its stdout and stderr in a log file, so a wait that gives up,
+    or sees it exit, says what the daemon printed instead of only what it waited for."""
+
+    def __init__(self, config: Path, log: Path, *args: str, env: dict[str, str] | None = None,
+                 **popen: Any) -> None:
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "provisioner.cli", "--config", str(config), "run", *args],
+                stdout=out, stderr=subprocess.STDOUT, env=env, **popen)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def tail(self, lines: int = 40) -> str:
+        return tail(self.log, lines)
+
+    def wait(self, predicate: Callable[[], Any], what: str, timeout: float = STARTUP) -> Any:
+        """``wait_until`` while the process lives: its exit ends the wait at once, with its exit code."""
+        def check() -> Any:
+            value = predicate()
+            if not value and self.proc.poll() is not None:
+                raise AssertionError(f"the daemon exited ({self.proc.returncode}) while waiting for {what}"
+                                     + _printed(self.tail))
+            return value
+
+        return wait_until(check, timeout, what, said=self.tail)
+
+    def stop(self, timeout: float = STARTUP) -> int:
+        """SIGTERM, and its exit code once it has stopped (SIGKILL if it is still there after ``timeout``)."""
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the daemon did not stop within {timeout}s of SIGTERM" + _printed(self.tail))
+
+    def end(self, grace: float = 30.0) -> None:
+        """For a ``finally``: SIGTERM, then SIGKILL if it has not exited within ``grace`` seconds."""
+        if self.proc.poll() is None:
+            end_process(self.proc, grace)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def end_process(proc: subprocess.Popen, grace: float = 10.0) -> None:

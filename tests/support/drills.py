@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -26,7 +25,7 @@ from persistence.controller import open_controller, sqlite_path
 from persistence.port import Controller
 from persistence.replay import replay
 from provisioner.demo import SIM_SCRIPT
-from tests.support.daemons import sim_call, wait_until
+from tests.support.daemons import STARTUP, free_port, sim_call, tail, wait_until
 
 HOSTS_SIM = {"kind": "hosts", "seed": 5, "name_prefix": "h", "priority": 10, "cost_per_hour": 0.5, "lead_time": 0.3,
              "templates": [{"id": "small", "max_number": 20, "attributes": {"type": "X86_64", "ncpus": 8}}]}
@@ -36,13 +35,6 @@ UNITS_SIM = {"kind": "units", "seed": 5, "priority": 5, "lead_time": 0.3,
 
 #: Seconds every drill script may take.
 SCRIPT_TIMEOUT = 10
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on now (each daemon serves its own API)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Cluster:
@@ -273,6 +265,22 @@ class Daemon:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def tail(self, lines: int = 40) -> str:
+        return tail(self.log, lines)
+
+    def wait(self, predicate: Callable[[], Any], what: str, timeout: float = STARTUP) -> Any:
+        """Wait for a condition this daemon brings about (its start, its leases): generously, as its
+        start-up alone takes seconds on a loaded machine, and no longer than it lives; a failure says
+        what it printed."""
+        def check() -> Any:
+            value = predicate()
+            if not value and not self.alive():
+                raise AssertionError(f"daemon {self.instance} exited ({self.proc.returncode}) while waiting for "
+                                     f"{what}; it printed, last:\n{self.tail()}")
+            return value
+
+        return wait_until(check, timeout, what, said=self.tail)
+
 
 # --- failover drills, run on each controller backend ----------------------------------
 
@@ -296,8 +304,9 @@ def met(cluster, hosts: int = 4, at_least: bool = False):
 def owner_mid_flight_with_standby(cluster):
     """Daemon a owns every role and has a request in flight; daemon b stands by."""
     a = cluster.start("a")
-    wait_until(lambda: owned_by(cluster, "a") == ROLES, what="a to own everything")
+    a.wait(lambda: owned_by(cluster, "a") == ROLES, "a to own everything")
     b = cluster.start("b")
+    b.wait(lambda: "daemon b started" in b.text(), "b to start")
     cluster.c.put_demand(DEMAND)
     wait_until(lambda: any(r.state in ("submitted", "running") for r in cluster.state().requests.values()),
                what="a request in flight")
@@ -312,7 +321,7 @@ def kill_9_the_owner(cluster) -> None:
     wait_until(lambda: owned_by(cluster, "b") == ROLES, timeout=cluster.ttl + 5, what="b to take over")
     took_over = time.monotonic() - killed
     assert took_over <= cluster.ttl + 1.0, f"takeover took {took_over:.2f}s, TTL is {cluster.ttl}s"
-    wait_until(lambda: met(cluster), timeout=30, what="the standby to meet the demand")
+    wait_until(lambda: met(cluster), what="the standby to meet the demand")
     cluster.check(hosts_wanted=4, units_wanted=3)
     assert b.alive()
 
@@ -325,10 +334,10 @@ def pause_the_owner(cluster) -> None:
     wait_until(lambda: owned_by(cluster, "b") == ROLES, timeout=cluster.ttl + 5, what="b to take over")
     taken = cluster.c.last_seq()
     fences = {lease.name: lease.fence for lease in cluster.c.leases.all()}
-    wait_until(lambda: met(cluster), timeout=30, what="the standby to meet the demand")
+    wait_until(lambda: met(cluster), what="the standby to meet the demand")
     # Keep a paused while b works; then wake it into a world that moved on.
     a.signal(signal.SIGCONT)
-    wait_until(lambda: a.text().count("given up") >= 3, timeout=10, what="a to learn it lost its leases")
+    wait_until(lambda: a.text().count("given up") >= 3, timeout=30, what="a to learn it lost its leases")
     # Give a's threads time to try whatever they had queued; then judge what reached the world.
     settle = time.monotonic()
     wait_until(lambda: time.monotonic() - settle > 1.0, what="a moment")
@@ -354,9 +363,9 @@ def same_id_twice(cluster) -> None:
     killed; the demand, raised step by step, is met exactly once all along.
     """
     first = cluster.start("a")
-    wait_until(lambda: owned_by(cluster, "a") == ROLES, what="a to own everything")
+    first.wait(lambda: owned_by(cluster, "a") == ROLES, "a to own everything")
     second = cluster.start("a", log="a-again")
-    wait_until(lambda: "daemon a started" in second.text(), timeout=30, what="the second process to start")
+    second.wait(lambda: "daemon a started" in second.text(), "the second process to start")
     for hosts in range(1, STEPS + 1):
         cluster.c.put_demand(DemandSnapshot(items=[HostItem(id="d1", count=hosts),
                                                    UnitItem(id="d2", resource="vcs", count=3)]))
@@ -387,8 +396,8 @@ def same_id_twice(cluster) -> None:
 
     wait_until(taken_over, timeout=cluster.ttl + 10, what="the second process to take over under new fences")
     wait_until(lambda: all(any(pid == second.proc.pid for pid, _ in cluster.callers(p)) for p in cluster.sims),
-               timeout=30, what="the second process to act on every provider")
-    wait_until(lambda: met(cluster, STEPS), timeout=30, what="the demand still met")
+               what="the second process to act on every provider")
+    wait_until(lambda: met(cluster, STEPS), what="the demand still met")
     cluster.check(hosts_wanted=STEPS, units_wanted=3)
     assert second.alive()
 

@@ -13,8 +13,7 @@ from messages.errors import ControllerUnavailable
 from persistence.controller import open_controller
 from persistence.port import Cursor
 from tests.support.controllers import usage
-from tests.support.daemons import wait_until
-from tests.support.drills import free_port
+from tests.support.daemons import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

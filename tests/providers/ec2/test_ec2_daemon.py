@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from tests.support.daemons import STARTUP
 from tests.support.ec2.faults import FaultProxy
 from tests.support.ec2.world import SCRIPT, Moto, World, env_lines, wait_for
 
@@ -66,7 +67,7 @@ class Daemon:
         self.proc = subprocess.Popen([str(PROVISIONER), "--config", str(self.config), "run"],
                                      stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
-        wait_for(self._ready, 20, "the daemon's API to answer")
+        wait_for(self._ready, STARTUP, "the daemon's API to answer", tell=self.tail)
         return self
 
     def _ready(self) -> bool:

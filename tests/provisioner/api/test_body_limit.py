@@ -25,8 +25,7 @@ import yaml
 from config.models import ApiConfig
 from config.values import parse_size
 from tests.support.api import TOKENS, write_tokens
-from tests.support.daemons import HOSTS_SIM, sim_provider, wait_until
-from tests.support.drills import free_port
+from tests.support.daemons import HOSTS_SIM, STARTUP, free_port, sim_provider, tail, wait_until
 
 MiB = 1024 * 1024
 BODY = 256 * MiB
@@ -59,7 +58,7 @@ class Server:
         self.log = tmp / "daemon.log"
         self.proc = subprocess.Popen([sys.executable, "-m", "provisioner.cli", "--config", str(path), "run"],
                                      stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until(self.ready, timeout=30, what="the daemon to serve its API")
+        wait_until(self.ready, timeout=STARTUP, what="the daemon to serve its API", said=lambda: tail(self.log))
 
     def ready(self) -> bool:
         assert self.proc.poll() is None, self.log.read_text()[-2000:]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from messages.description import Pool, ProviderDescription, Template
-from messages.facts import ProviderDescribed, make_fact
+from messages.facts import ProviderDescribed, ProviderHealth, make_fact
 from persistence.controller import open_controller
 
 CLOUD = ProviderDescription(name="sim-hosts", kind="hosts", templates=[
@@ -47,3 +47,42 @@ def test_cli_demand_put_stores_it_and_warns_on_stderr(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "demand 1 stored: 4 items" in r.stdout
     assert r.stderr.splitlines() == [f"provisioner: warning: {w}" for w in WARNED]
+
+
+def test_a_provider_not_described_yet_silences_no_warning(inprocess, tmp_path):
+    """Issue 28, item 5: a provider whose describe keeps failing (degraded, no description) is named as not
+    described yet; what the described providers cannot serve is still said, through REST and the CLI."""
+    stuck = make_fact(ProviderHealth(kind="provider_degraded", reason="describe keeps failing: exit 1"),
+                      provider="cloud-b")
+    warned = ["item gpu: no described provider can serve it (sim-hosts: no template has attribute gpus); "
+              "not described yet: cloud-b",
+              "item named: no described provider can serve it (sim-hosts: no template named huge (it has "
+              "sim-small)); not described yet: cloud-b",
+              "item lic: no described provider can serve it (sim-licenses: lends no matlab (it lends vcs)); "
+              "not described yet: cloud-b"]
+    run = inprocess()
+    run.add(ProviderDescribed(description=CLOUD), provider="sim-hosts")
+    run.add(ProviderDescribed(description=LICENSES), provider="sim-licenses")
+    run.add(stuck.payload, provider="cloud-b")
+    r = run.call("PUT", "/v1/demand", role="scheduler", json=DEMAND)
+    assert r.status_code == 200, r.text
+    assert r.json()["warnings"] == warned
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    c = open_controller(url)
+    c.append([make_fact(ProviderDescribed(description=CLOUD), provider="sim-hosts"), stuck])
+    c.close()
+    f = tmp_path / "demand.json"
+    f.write_text(json.dumps(DEMAND))
+    r = subprocess.run([sys.executable, "-m", "provisioner.cli", "--controller", url, "demand", "put", str(f)],
+                       capture_output=True, text=True, timeout=60, env={"PROVISIONER_HOME": str(tmp_path / "h")})
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == ["provisioner: warning: " + w for w in warned[:2]] + [
+        "provisioner: warning: item lic: no described provider offers units; not described yet: cloud-b"]
+
+
+def test_with_no_provider_described_the_demand_is_said_to_be_unchecked(inprocess):
+    run = inprocess()
+    run.add(ProviderHealth(kind="provider_degraded", reason="cannot start"), provider="cloud-b")
+    r = run.call("PUT", "/v1/demand", role="scheduler", json=DEMAND)
+    assert r.json()["warnings"] == ["demand not checked: no provider has described itself yet (cloud-b)"]

@@ -26,7 +26,7 @@ def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.
 def test_run_help_lists_its_options():
     r = cli("run", "--help")
     assert r.returncode == 0
-    for option in ("--config", "--controller", "--log-level", "--log-format"):
+    for option in ("--config", "--controller", "--log-level", "--log-format", "--listen"):
         assert option in r.stdout
 
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -14,8 +11,7 @@ import pytest
 import yaml
 
 from provisioner.demo import demo_config
-from tests.support.daemons import HOSTS_SIM, sim_provider, wait_until
-from tests.support.drills import free_port
+from tests.support.daemons import HOSTS_SIM, PROCESS_TEST, RunProcess, free_port, sim_provider
 
 
 def mode(path: Path) -> int:
@@ -32,6 +28,7 @@ def test_the_demo_makes_its_home_private(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(PROCESS_TEST)
 def test_provisioner_run_creates_its_home_and_state_private(tmp_path: Path) -> None:
     port = free_port()
     cfg = {
@@ -44,9 +41,7 @@ def test_provisioner_run_creates_its_home_and_state_private(tmp_path: Path) -> N
     }
     path = tmp_path / "provisioner.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.Popen([sys.executable, "-m", "provisioner.cli", "--config", str(path), "run"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            preexec_fn=lambda: os.umask(0o022))
+    daemon = RunProcess(path, tmp_path / "daemon.log", start_new_session=True, preexec_fn=lambda: os.umask(0o022))
 
     def ready() -> bool:
         try:
@@ -55,14 +50,11 @@ def test_provisioner_run_creates_its_home_and_state_private(tmp_path: Path) -> N
             return False
 
     try:
-        wait_until(ready, timeout=30, what="the daemon to be ready")
-        wait_until(lambda: (tmp_path / "home" / "provisioner" / "audit.log").exists(), what="the audit log")
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        daemon.wait(ready, "the daemon to be ready")
+        daemon.wait(lambda: (tmp_path / "home" / "provisioner" / "audit.log").exists(), "the audit log")
+        daemon.stop()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        daemon.kill()
     home = tmp_path / "home" / "provisioner"
     for folder in (tmp_path / "home", home, tmp_path / "db", home / "snapshots"):
         assert mode(folder) == 0o700, f"{folder}: {oct(mode(folder))}"

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-
 import pytest
 import yaml
 
 from persistence.controller import open_controller
-from tests.support.daemons import HOSTS_SIM, sim_provider, wait_until
+from tests.support.daemons import HOSTS_SIM, PROCESS_TEST, RunProcess, free_port, sim_provider
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(PROCESS_TEST)]
 
 
 def test_sigterm_stops_in_order_and_releases_leases(tmp_path):
@@ -21,6 +17,7 @@ def test_sigterm_stops_in_order_and_releases_leases(tmp_path):
     cfg = {
         "instance": {"id": "proc", "serves": ["hosts"], "planner": True},
         "controller": {"url": url},
+        "api": {"listen": f"127.0.0.1:{free_port()}"},  # never the default port a demo may hold
         "lease": {"ttl": "3s", "renew_every": "1s"},
         "policy": {"poll_every": "0.2s", "plan_every": "0.2s"},
         "providers": [provider],
@@ -28,20 +25,17 @@ def test_sigterm_stops_in_order_and_releases_leases(tmp_path):
     }
     path = tmp_path / "provisioner.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    proc = subprocess.Popen([sys.executable, "-m", "provisioner.cli", "--config", str(path), "run"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    daemon = RunProcess(path, tmp_path / "daemon.log")
     c = open_controller(url)
     try:
-        wait_until(lambda: {lease.name for lease in c.leases.all()} == {"instance:proc", "planner", "provider:hosts"},
-                   what="the daemon to take its leases")
-        wait_until(lambda: any(f.kind == "provider_described" for f in c.read()), what="the provider described")
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        daemon.wait(lambda: {lease.name for lease in c.leases.all()} == {"instance:proc", "planner", "provider:hosts"},
+                    "the daemon to take its leases")
+        daemon.wait(lambda: any(f.kind == "provider_described" for f in c.read()), "the provider described")
+        code = daemon.stop()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, out
+        daemon.kill()
+    out = daemon.text()
+    assert code == 0, daemon.tail()
     assert c.leases.all() == [], "leases are released on a clean stop, so a standby need not wait out the TTL"
     lines = out.splitlines()
     stopped = [i for i, line in enumerate(lines) if "given up: daemon stopping" in line]

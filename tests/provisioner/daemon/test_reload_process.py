@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -14,15 +13,9 @@ import yaml
 
 from persistence.controller import open_controller
 from tests.support.api import write_token_file, write_tokens
-from tests.support.daemons import HOSTS_SIM, UNITS_SIM, end_process, make_config, sim_provider, wait_until
+from tests.support.daemons import HOSTS_SIM, PROCESS_TEST, UNITS_SIM, RunProcess, free_port, make_config, sim_provider
 
-pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(PROCESS_TEST)]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -40,10 +33,9 @@ def test_sighup_reload_command_and_rest_reload_a_running_daemon(tmp_path):
     doc = cfg.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     path = tmp_path / "provisioner.yaml"
     path.write_text(yaml.safe_dump(doc))
-    log = (tmp_path / "daemon.log").open("w")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROVISIONER_")}
-    proc = subprocess.Popen([sys.executable, "-m", "provisioner.cli", "run", "--config", str(path)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    daemon = RunProcess(path, tmp_path / "daemon.log", env=env)
+    proc = daemon.proc
     c = open_controller(cfg.controller.url)
 
     def holder(name: str) -> str | None:
@@ -53,14 +45,14 @@ def test_sighup_reload_command_and_rest_reload_a_running_daemon(tmp_path):
         return text in (tmp_path / "daemon.log").read_text()
 
     try:
-        wait_until(lambda: holder("provider:hosts") == "a", what="the daemon serving hosts")
+        daemon.wait(lambda: holder("provider:hosts") == "a", "the daemon serving hosts")
         doc["instance"]["serves"] = ["hosts", "units"]
         doc["providers"] = [hosts, units]
         path.write_text(yaml.safe_dump(doc))
         r = cli("reload", "--config", str(path))
         assert r.returncode == 0 and f"asked the daemon (pid {proc.pid}) to reload it" in r.stdout, r.stderr
-        wait_until(lambda: holder("provider:units") == "a", what="the added provider taken up")
-        wait_until(lambda: logged("reload: ") and logged("provider units: now served here"), what="the log")
+        daemon.wait(lambda: holder("provider:units") == "a", "the added provider taken up")
+        daemon.wait(lambda: logged("reload: ") and logged("provider units: now served here"), "the log")
 
         good = path.read_text()
         path.write_text(good.replace("plan_every: 0.1", "plan_every: soon"))
@@ -68,7 +60,7 @@ def test_sighup_reload_command_and_rest_reload_a_running_daemon(tmp_path):
         assert r.returncode == 2 and "policy.plan_every: not a duration" in r.stderr
         assert "the daemon was not asked to reload" in r.stderr
         os.kill(proc.pid, signal.SIGHUP)  # asked anyway: it says why and keeps what it runs
-        wait_until(lambda: logged("config not reloaded, the running one stays"), what="the refusal in the log")
+        daemon.wait(lambda: logged("config not reloaded, the running one stays"), "the refusal in the log")
         assert proc.poll() is None and holder("provider:units") == "a"
 
         doc["instance"]["serves"] = ["hosts"]
@@ -78,11 +70,10 @@ def test_sighup_reload_command_and_rest_reload_a_running_daemon(tmp_path):
         r = cli("--url", f"http://127.0.0.1:{port}", "--token-file", str(token), "reload")
         assert r.returncode == 0, r.stderr
         assert "provider units: removed; its owner stops and its lease is released" in r.stdout
-        wait_until(lambda: holder("provider:units") is None, what="the removed provider's lease released")
+        daemon.wait(lambda: holder("provider:units") is None, "the removed provider's lease released")
         assert holder("provider:hosts") == "a"
     finally:
-        end_process(proc)
+        daemon.end()
         c.close()
-        log.close()
     text = (tmp_path / "daemon.log").read_text()
     assert " WARNING " not in text.split("received SIGTERM")[-1], "a clean stop logs no WARNING"

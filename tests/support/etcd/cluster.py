@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.drills import free_port
+from tests.support.daemons import free_port
 
 ETCD = shutil.which("etcd")
 MISSING = "etcd is not installed (Debian: apt-get install etcd-server; .ci/run installs it)"
