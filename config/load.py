@@ -30,6 +30,7 @@ from config.located import (
     shown,
     validation_issues,
 )
+from config.hostlists import HostlistError, expand_hostlist
 from config.models import PERSISTENT_KEYS, Config
 from messages.scripts import Action
 
@@ -132,6 +133,9 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
                 )
             )
 
+    if cfg.slurm is not None:
+        issues += _slurm_issues(cfg, kinds, names, at)
+
     problem = _listen_problem(cfg.api.listen)
     if problem:
         issues.append(at.issue(("api", "listen"), problem))
@@ -142,6 +146,33 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
         for key in _TLS_KEYS:
             if key not in cfg.api.tls:
                 issues.append(at.issue(("api", "tls", key), "missing required field"))
+    return issues
+
+
+def _slurm_issues(cfg: Config, kinds: dict[str, str], names: list[str], at: Where) -> list[ConfigIssue]:
+    """Each node set's hostlist parses, names nodes no other set names, and is made by a hosts provider."""
+    assert cfg.slurm is not None
+    issues: list[ConfigIssue] = []
+    owner: dict[str, int] = {}
+    for k, ns in enumerate(cfg.slurm.nodes):
+        try:
+            nodes = expand_hostlist(ns.names)
+        except HostlistError as exc:
+            issues.append(at.issue(("slurm", "nodes", k, "names"), str(exc)))
+            nodes = []
+        for node in nodes:
+            if node in owner:
+                line = at.line(("slurm", "nodes", owner[node], "names"))
+                issues.append(at.issue(("slurm", "nodes", k, "names"),
+                                       f"node {node} is already in the node set at line {line}"))
+                break
+            owner[node] = k
+        if ns.provider not in kinds:
+            issues.append(at.issue(("slurm", "nodes", k, "provider"), _no_provider(ns.provider, names)))
+        elif kinds[ns.provider] != "hosts":
+            issues.append(at.issue(("slurm", "nodes", k, "provider"),
+                                   f"provider {ns.provider!r} is of kind {kinds[ns.provider]}; nodes need a hosts "
+                                   "provider"))
     return issues
 
 

@@ -210,6 +210,33 @@ class ResourceConfig(Model):
         return self
 
 
+class SlurmNodeSet(Model):
+    """Power saving: which of Slurm's ``State=CLOUD`` nodes are made of what."""
+
+    #: A Slurm hostlist expression: ``cloud[1-16]``.
+    names: str = Field(min_length=1)
+    provider: Name
+    template: str = Field(min_length=1)
+
+
+class SlurmConfig(Model):
+    """The Slurm bridge (``provisioner-slurm``, docs/slurm.md)."""
+
+    #: Power saving: the node sets ResumeProgram and SuspendProgram name nodes of.
+    nodes: list[SlurmNodeSet] = Field(default_factory=list)
+    #: Dynamic nodes: the partitions whose pending jobs become demand.
+    partitions: list[Name] = Field(default_factory=list)
+    #: How often ``provisioner-slurm sync`` reads Slurm's nodes and jobs.
+    sync_every: Duration = Field(default=10.0, gt=0)
+    #: A host made for a name slurm.conf no longer declares is given back after this long.
+    undeclared_grace: Duration = Field(default=600.0, ge=0)
+    #: Dynamic nodes: how long a node idles before it is drained (then given back once it runs nothing,
+    #: after ``policy.idle_time``); ``policy.idle_time`` when not set.
+    drain_after: Duration | None = Field(default=None, ge=0)
+    #: Seconds each Slurm command may take.
+    command_timeout: Duration = Field(default=30.0, gt=0)
+
+
 class Config(Model):
     instance: InstanceConfig
     controller: ControllerConfig
@@ -221,6 +248,7 @@ class Config(Model):
     resources: list[ResourceConfig] = Field(default_factory=list)
     #: Where the daemon keeps provider work folders and its audit log.
     home: Path | None = None
+    slurm: SlurmConfig | None = None
 
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)
