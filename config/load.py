@@ -16,6 +16,7 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
+from config.hostlists import HostlistError, expand_hostlist
 from config.located import (
     MAX_VALUES,
     ConfigError,
@@ -30,7 +31,6 @@ from config.located import (
     shown,
     validation_issues,
 )
-from config.hostlists import HostlistError, expand_hostlist
 from config.models import PERSISTENT_KEYS, Config
 from messages.scripts import Action
 
