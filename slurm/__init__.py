@@ -1,0 +1,1 @@
+"""The Slurm bridge (``provisioner-slurm``): Slurm's power saving and dynamic nodes, driving the daemon."""
