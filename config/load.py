@@ -95,6 +95,9 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
                 if key in p.script.model_fields_set:
                     message = "only used with mode: persistent (this provider runs one process per call)"
                     issues.append(at.issue(("providers", i, "script", key), message))
+        if p.script.secrets and p.env_file is None:
+            message = "names variables of the env_file, and this provider has no env_file"
+            issues.append(at.issue(("providers", i, "script", "secrets"), message))
         for action in p.script.timeouts:
             if action not in actions:
                 where = ("providers", i, "script", "timeouts", action)
