@@ -100,6 +100,9 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
             message = ("only used with style: lsf (its plugin's PRO_DATA_DIR); a v2 script is given no work "
                        "folder: name its state folder in its env_file")
             issues.append(at.issue(("providers", i, "script", "work_dir"), message))
+        if p.script.secrets and p.env_file is None:
+            message = "names variables of the env_file, and this provider has no env_file"
+            issues.append(at.issue(("providers", i, "script", "secrets"), message))
         for action in p.script.timeouts:
             if action not in actions:
                 where = ("providers", i, "script", "timeouts", action)

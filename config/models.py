@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from config.values import Duration, Name, Size, parse_duration
+from config.values import Duration, Name, Size, Variable, parse_duration
 from messages.base import Model
 from messages.description import SupplyKind
 
@@ -129,6 +129,10 @@ class ScriptConfig(Model):
     max_concurrent: int = Field(default=4, ge=1, le=64)
     #: Extra arguments or interpreter? No: a script is run as-is. Options for LSF's SCRIPT_OPTIONS.
     script_options: str = ""
+    #: Variables of the env_file whose values are secret although their names do not say so (names
+    #: with SECRET, TOKEN, PASSWORD, CREDENTIAL or KEY, but not KEY_ID, are secret anyway). Only
+    #: secrets are masked in what a script prints; an identifier holding one is refused.
+    secrets: list[Variable] = Field(default_factory=list)
     #: ``oneshot``: one process per call. ``persistent`` (v2 only): one long-running ``path serve``
     #: process per provider, talked to in JSON lines (protocol v1, docs/script-contract.md), so a
     #: provider keeps its sessions, clients and rate limits between calls.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
@@ -54,3 +54,16 @@ def parse_size(value: object) -> int:
 
 Size = Annotated[int, BeforeValidator(parse_size)]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")]
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_variable(value: str) -> str:
+    """An environment variable's name, as an env_file may set it."""
+    if not _VARIABLE.fullmatch(value):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        raise ValueError(f"not a variable name: {shown!r} (letters, digits and '_', not starting with a digit)")
+    return value
+
+
+Variable = Annotated[str, AfterValidator(check_variable)]

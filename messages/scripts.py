@@ -104,7 +104,7 @@ class ScriptResult(Model):
     #: The idempotency token passed (intent fact id), if the action mutates.
     token: str | None = None
     output: ProviderDescription | Accepted | StatusReport | Holdings | Reclaims | Usage | None = None
-    #: Tail of stderr, already scrubbed of the provider's env_file values.
+    #: Tail of stderr, already scrubbed of the provider's secrets (docs/script-contract.md#what-is-scrubbed).
     stderr_tail: str = ""
 
     @property

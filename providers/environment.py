@@ -4,12 +4,17 @@ A script gets a fixed, small environment (docs/script-contract.md) rather than t
 the daemon's own variables (controller URLs, API tokens, a virtualenv's PATH)
 are none of a script's business, and a script that works must keep working
 when the daemon is started differently.
+
+Of its env_file, only the secrets are kept out of what the daemon records: the
+values of variables whose names say so, and of those the provider's config
+lists (``script.secrets``). A region, an endpoint or a path is not a secret,
+and masking it mangles what a script prints about it, host names included.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from config.models import ProviderConfig
@@ -24,8 +29,14 @@ INHERITED = ("HOME", "LANG", "TZ")
 RESERVED = ("PROVIDER_NAME", "PROVIDER_KIND", "PROVISIONER_ACTION", "PROVISIONER_TOKEN", "PROVISIONER_DEADLINE")
 #: Host Factory plugins that build paths from HF_VERSION only need it to be set.
 HF_VERSION = "1.1"
-#: Values this short are too common to scrub without mangling every message.
+#: Secret values this short are too common to scrub without mangling every message: they are
+#: left as they are, and the runners warn once that they are (docs/script-contract.md).
 MIN_SECRET_LEN = 4
+#: A variable is secret when its name holds one of these words (in any case); ``KEY`` does not
+#: count in a name ending in ``KEY_ID`` (an access key's id names the key, it does not open it).
+_SECRET_WORDS = re.compile(r"SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
+_KEY_WORD = re.compile(r"KEY", re.IGNORECASE)
+_KEY_ID_END = re.compile(r"KEY_ID$", re.IGNORECASE)
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DQ_ESCAPES = {'"': '"', "\\": "\\", "$": "$", "`": "`", "n": "\n", "t": "\t"}
@@ -170,18 +181,61 @@ def _lsf_env(provider: ProviderConfig, work_dir: Path) -> dict[str, str]:
     }
 
 
-class Scrubber:
-    """Replaces every env_file value in text meant for people (reasons, stderr tails) by ``***``."""
+def secret_name(name: str, listed: Collection[str] = ()) -> bool:
+    """Whether the variable ``name`` holds a secret: its name says so, or the provider's config lists it.
 
-    def __init__(self, secrets: Iterable[str]) -> None:
-        found = {s for s in secrets if len(s) >= MIN_SECRET_LEN}
+    Named secrets: ``*SECRET*``, ``*TOKEN*``, ``*PASSWORD*``, ``*CREDENTIAL*`` and ``*KEY*``, the last
+    except in a name ending in ``KEY_ID`` (``AWS_ACCESS_KEY_ID`` is not secret,
+    ``AWS_SECRET_ACCESS_KEY`` is). Listed names match exactly, as the env_file spells them.
+    """
+    if name in listed or _SECRET_WORDS.search(name):
+        return True
+    return bool(_KEY_WORD.search(_KEY_ID_END.sub("", name)))
+
+
+def secrets_of(env_file: Mapping[str, str], listed: Collection[str] = ()) -> dict[str, str]:
+    """The secret variables of an env_file, name to value (``secret_name``)."""
+    return {name: value for name, value in env_file.items() if secret_name(name, listed)}
+
+
+def unmasked_warning(provider: str, env_file: Path | None, names: tuple[str, ...]) -> str:
+    """The warning for secret values too short to scrub: named, never shown."""
+    which = f"{names[0]} is a secret" if len(names) == 1 else f"{', '.join(names)} are secrets"
+    return (f"provider {provider}: {env_file}: {which} shorter than {MIN_SECRET_LEN} characters, not masked in "
+            "what its scripts print (a longer value is; an empty one has nothing to hide)")
+
+
+class Scrubber:
+    """Replaces every secret value by ``***`` in text meant for people (reasons, stderr tails, messages),
+    and finds the secret an identifier holds (an identifier is never rewritten: providers.output).
+
+    ``secrets`` maps a variable's name to its value (``secrets_of``); values shorter than
+    ``MIN_SECRET_LEN`` are not scrubbed, and ``unmasked`` names those that are not empty.
+    """
+
+    def __init__(self, secrets: Mapping[str, str]) -> None:
+        kept = [(name, value) for name, value in secrets.items() if len(value) >= MIN_SECRET_LEN]
         # Longest first, so a secret that contains another is replaced whole.
-        self._secrets = sorted(found, key=len, reverse=True)
+        self._secrets = sorted(kept, key=lambda item: len(item[1]), reverse=True)
         #: How many characters before a cut could hide the start of a secret.
-        self.margin = max((len(s) for s in self._secrets), default=0)
+        self.margin = max((len(value) for _, value in self._secrets), default=0)
+        #: Secret variables whose values are too short to scrub, sorted.
+        self.unmasked = tuple(sorted(name for name, value in secrets.items() if 0 < len(value) < MIN_SECRET_LEN))
+
+    @classmethod
+    def of(cls, env_file: Mapping[str, str], listed: Collection[str] = ()) -> Scrubber:
+        """The scrubber of a provider's env_file, with the secret names its config lists."""
+        return cls(secrets_of(env_file, listed))
 
     def __call__(self, text: str) -> str:
-        for secret in self._secrets:
+        for _, secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+    def found(self, text: str) -> str | None:
+        """The name of a secret whose value ``text`` holds (the longest), or None."""
+        for name, secret in self._secrets:
+            if secret in text:
+                return name
+        return None
 

@@ -1,20 +1,23 @@
-"""Every string a script answers, scrubbed of its env_file values and bounded in size, before anyone keeps it.
+"""Every string a script answers, kept free of its secrets and bounded in size, before anyone keeps it.
 
 A script's answer becomes facts, log lines, REST rows and CLI output: what a
-script prints must therefore be safe to show. Two rules apply to every
-string of a parsed answer (``messages.scripts``), wherever it sits:
+script prints must therefore be safe to show. And what it names must reach
+the daemon as it named it: the scheduler reports a host by its real name, and
+the next call gives the provider back the ids it handed out. So a parsed
+answer's strings (``messages.scripts``) are of two kinds:
 
-- **Scrubbed.** Each env_file value (``providers.environment.Scrubber``) is
-  replaced by ``***``, in status messages, request ids, machine names,
-  attributes and keys alike, as stderr already was.
-- **Bounded.** An identifier the daemon stores and sends back (a request or
-  machine id, a name, a token, a template, an address...) longer than
-  ``ID_LIMIT`` makes the answer ``bad_output`` naming the field: cutting it
-  would make it name something else. Free text (messages, a machine's
-  status, attribute names and values, anything else) is cut to
-  ``TEXT_LIMIT`` characters.
+- **Identifiers** the daemon stores and sends back (``IDENTIFIERS``: a
+  request or machine id, a name, a token, a template, a resource, an
+  address, a region or zone) are kept exactly or refused, never rewritten.
+  One that holds a secret (``providers.environment.Scrubber``) makes the
+  answer ``bad_output`` naming the field and the variable, never the value;
+  so does one longer than ``ID_LIMIT`` (cut short it would name something
+  else).
+- **Free text** (messages, a machine's status, attribute names and values,
+  anything else) has each secret replaced by ``***``, as stderr has, and is
+  cut to ``TEXT_LIMIT`` characters.
 
-Fields are named as the contract spells them (``requests[0].requestId``).
+Fields are named as the contract spells them (``requests[0].machines[1].name``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ ID_LIMIT = 512
 #: Characters kept of free text (a status message, an attribute); the rest becomes "...".
 TEXT_LIMIT = 1024
 
-#: Fields holding identifiers: too long, they are refused, not cut.
+#: Fields holding identifiers: never rewritten; holding a secret or too long, they are refused.
 IDENTIFIERS = frozenset({
     "provider_request_id", "request_id", "machine_id", "name", "token", "template", "resource", "id",
     "private_ip", "public_ip", "region", "zone",
@@ -44,7 +47,8 @@ SPELLED = {"provider_request_id": "requestId", "request_id": "requestId", "machi
 
 
 def cleaned(output: ScriptOutput, scrub: Scrubber) -> ScriptOutput:
-    """``output`` with every string scrubbed and bounded; ``ContractError`` for an identifier too long.
+    """``output`` with its free text scrubbed and bounded; ``ContractError`` for an identifier that holds a
+    secret or is too long.
 
     The same object comes back when nothing had to change, as for almost every answer: a first look
     only reads (no copy of the answer, no field's name spelled), and the answer is copied, with the
@@ -94,9 +98,15 @@ class _Cleaner:
         return value
 
     def text(self, value: str, path: str, identifier: bool) -> str:
+        if identifier:
+            secret = self.scrub.found(value)
+            if secret is not None:
+                raise ContractError(f"{path}: holds the value of {secret}, a secret of the env_file "
+                                    "(an identifier is kept exactly or refused, never masked)")
+            if len(value) > ID_LIMIT:
+                raise ContractError(f"{path}: {len(value)} characters, at most {ID_LIMIT} for an identifier")
+            return value
         clean = self.scrub(value)
-        if identifier and len(clean) > ID_LIMIT:
-            raise ContractError(f"{path}: {len(clean)} characters, at most {ID_LIMIT} for an identifier")
         if len(clean) > TEXT_LIMIT:
             clean = clean[: TEXT_LIMIT - 3] + "..."
         if clean != value:

@@ -35,7 +35,7 @@ import orjson
 from config.models import ProviderConfig
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
-from providers.environment import EnvFileError, Scrubber, data_dir, log_dir, read_env_file, script_env
+from providers.environment import EnvFileError, Scrubber, data_dir, log_dir, read_env_file, script_env, unmasked_warning
 from providers.output import cleaned
 from providers.pool import ScriptPool
 from providers.spawning import close_pipe, read_ready, reap_exited, spawn
@@ -64,7 +64,7 @@ _SAFE_TOKEN = re.compile(r"[^A-Za-z0-9._-]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 #: The scrubber of a provider without an env_file: nothing to hide.
-_NO_SECRETS = Scrubber(())
+_NO_SECRETS = Scrubber({})
 
 
 @dataclass
@@ -182,6 +182,8 @@ class ScriptRunner:
         #: still held the provider's lease must not start after it lost it (e.g. woken from a
         #: freeze past its TTL). The owner sets it to its lease mandate.
         self.may_act: Callable[[], bool] = lambda: True
+        #: The secret variables too short to scrub that were last warned about: warned once, not at every run.
+        self._unmasked: tuple[str, ...] = ()
 
     # --- caller side ---------------------------------------------------------
 
@@ -312,7 +314,11 @@ class ScriptRunner:
             secrets = read_env_file(cfg.env_file) if cfg.env_file else {}
         except EnvFileError as exc:
             return self._result(job, "config", str(exc))
-        scrub = Scrubber(secrets.values()) if secrets else _NO_SECRETS
+        scrub = Scrubber.of(secrets, cfg.script.secrets) if secrets else _NO_SECRETS
+        if scrub.unmasked != self._unmasked:
+            self._unmasked = scrub.unmasked
+            if scrub.unmasked:
+                log.warning("%s", unmasked_warning(cfg.name, cfg.env_file, scrub.unmasked))
         try:
             document = build_input(cfg.script.style, cfg.kind, job.action, job.document, job.token)
         except ContractError as exc:

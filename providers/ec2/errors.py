@@ -9,7 +9,10 @@ permission error mistaken for a throttle retries forever in silence.
 
 Every message that leaves the provider goes through ``scrub``: AWS error
 texts do not carry secret keys, but a mistake here must not be the one place
-a credential is printed.
+a credential is printed. What is secret is what the daemon calls secret
+(docs/script-contract.md): the values of variables named so, such as
+``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN``. An access key's id, a
+region or an endpoint is not, and stays readable.
 """
 
 from __future__ import annotations
@@ -167,16 +170,29 @@ def capacity_like(exc: BaseException) -> bool:
     return isinstance(exc, ClientError) and (aws_code(exc) in CAPACITY_CODES or aws_code(exc) in ZONE_CODES)
 
 
-_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA)[A-Z0-9]{12,}\b")
-_SECRET_VARS = ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+#: The daemon's rule for secret variables (providers/environment.py), written out again because this
+#: provider imports nothing of the daemon; a test holds the two to the same answers.
+_SECRET_WORDS = re.compile(r"SECRET|TOKEN|PASSWORD|CREDENTIAL", re.IGNORECASE)
+_KEY_WORD = re.compile(r"KEY", re.IGNORECASE)
+_KEY_ID_END = re.compile(r"KEY_ID$", re.IGNORECASE)
+#: The idempotency token the daemon sets for a call: no env_file may set it, and it is no secret.
+_DAEMON_VARS = frozenset({"PROVISIONER_TOKEN"})
+_MIN_SECRET_LEN = 4
+
+
+def secret_name(name: str) -> bool:
+    """Whether the variable ``name`` holds a secret, by the daemon's rule: ``*SECRET*``, ``*TOKEN*``,
+    ``*PASSWORD*``, ``*CREDENTIAL*``, and ``*KEY*`` except in a name ending in ``KEY_ID``."""
+    if name in _DAEMON_VARS:
+        return False
+    return bool(_SECRET_WORDS.search(name) or _KEY_WORD.search(_KEY_ID_END.sub("", name)))
 
 
 def scrub(text: str, env: Any = None) -> str:
-    """``text`` with every credential of the environment, and anything shaped like a key id, masked."""
+    """``text`` on one line, with the value of every secret variable of the environment masked."""
     env = os.environ if env is None else env
-    for name in _SECRET_VARS:
-        value = env.get(name) or ""
-        if len(value) >= 4:
-            text = text.replace(value, "***")
-    text = _KEY_ID.sub("***", text)
+    values = sorted((v for k, v in env.items() if len(v or "") >= _MIN_SECRET_LEN and secret_name(k)),
+                    key=len, reverse=True)
+    for value in values:
+        text = text.replace(value, "***")
     return " ".join(text.split())[:500]

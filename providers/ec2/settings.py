@@ -139,9 +139,8 @@ def load(env: Any = None) -> Settings:
 
 
 def load_file(path: Path) -> Settings:
-    """The settings in ``path``. Messages name the file by its base name only: the daemon masks every
-    env_file value in what it records, so the full path (the value of ``EC2_PROVIDER_CONFIG``) would
-    show as ``***`` there."""
+    """The settings in ``path``. Messages name the file by its base name only, to stay one short line:
+    the full path is the env_file's ``EC2_PROVIDER_CONFIG``, a line away for whoever reads them."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

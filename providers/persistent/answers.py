@@ -1,8 +1,9 @@
 """A persistent provider's answer to one call, judged as a one-shot run of the same call would be.
 
 Exit values mean what a one-shot script's exit codes mean, and an exit 0
-answer's ``output`` goes through the same parser (``providers.contract``), so
-the owner cannot tell a persistent answer from a one-shot one.
+answer's ``output`` goes through the same parser (``providers.contract``) and
+the same rule for secrets and sizes (``providers.output``), so the owner
+cannot tell a persistent answer from a one-shot one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from config.models import ProviderConfig
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import ContractError, parse_output
 from providers.environment import Scrubber
+from providers.output import cleaned
 from providers.runner import EXIT_OUTCOMES, REASON_TAIL
 
 
@@ -48,7 +50,7 @@ def judge(cfg: ProviderConfig, action: Action, token: str | None, answer: dict[s
             return result(cfg, action, token, "bad_output", f"bad output: exit 0 without an output object "
                           f"(got {got}){tail}", scrub, exit_code=0, **common)
         try:
-            parsed = parse_output(cfg.script.style, cfg.kind, action, output, provider=cfg.name)
+            parsed = cleaned(parse_output(cfg.script.style, cfg.kind, action, output, provider=cfg.name), scrub)
         except ContractError as exc:
             what = f"bad output: {exc}" if exc.outcome == "bad_output" else str(exc)
             return result(cfg, action, token, exc.outcome, clip(scrub(what)), scrub, exit_code=0, **common)

@@ -37,7 +37,7 @@ import orjson
 from config.models import ProviderConfig
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_input
-from providers.environment import EnvFileError, Scrubber, read_env_file, script_env
+from providers.environment import EnvFileError, Scrubber, read_env_file, script_env, unmasked_warning
 from providers.persistent.answers import clip, judge, result
 from providers.persistent.lines import Lines, LineTooLong
 from providers.persistent.process import ServeProcess, spawn
@@ -146,7 +146,7 @@ class PersistentRunner:
         #: What a call gets while the provider is degraded and down: transient, or what its start said.
         self._refusal: Outcome = "transient"
         self._ids = 0
-        self._scrub = Scrubber(())
+        self._scrub = Scrubber({})
         self._env_stamp: tuple[int, int, int] | None = None
         self._out = bytearray()
         self._lines = Lines(line_limit)
@@ -352,7 +352,10 @@ class PersistentRunner:
         except EnvFileError as exc:
             self._start_failed(str(exc), now, "config")
             return
-        self._scrub = Scrubber(secrets.values())
+        scrub = Scrubber.of(secrets, cfg.script.secrets)
+        if scrub.unmasked and scrub.unmasked != self._scrub.unmasked:
+            log.warning("%s", unmasked_warning(cfg.name, cfg.env_file, scrub.unmasked))
+        self._scrub = scrub
         self._env_stamp = _stamp(cfg.env_file)
         env = script_env(cfg, "serve", token=None, deadline=None, work_dir=self.work_dir, env_file=secrets,
                          daemon_env=os.environ, home=self.home)

@@ -235,6 +235,38 @@ def test_persistent_mode_is_v2_only_and_its_keys_need_it(tmp_path: Path) -> None
     ]
 
 
+def test_secrets_name_variables_of_an_env_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        instance: {id: a}
+        controller: {url: "sqlite:///x.db"}
+        providers:
+          - name: aws
+            kind: hosts
+            script: {style: v2, path: /opt/p, secrets: [LICENSE_SERVER, "2FA CODE"]}
+            env_file: /etc/p.env
+          - name: bare
+            kind: hosts
+            script:
+              style: v2
+              path: /opt/p
+              secrets: [LICENSE_SERVER]
+        """,
+    )
+    assert problems(path, check_files=False) == [
+        f"{path}:6: providers[0].script.secrets[1]: not a variable name: '2FA CODE' (letters, digits and '_', "
+        "not starting with a digit)",
+    ]
+    path.write_text(path.read_text().replace(', "2FA CODE"', ""))
+    assert problems(path, check_files=False) == [
+        f"{path}:13: providers[1].script.secrets: names variables of the env_file, and this provider has no env_file",
+    ]
+    path.write_text(path.read_text().replace("      secrets: [LICENSE_SERVER]\n", ""))
+    cfg = load_config(path, check_files=False)
+    assert (cfg.providers[0].script.secrets, cfg.providers[1].script.secrets) == (["LICENSE_SERVER"], [])
+
+
 def test_persistent_settings_default_and_must_be_positive(tmp_path: Path) -> None:
     doc = """
         instance: {id: a}

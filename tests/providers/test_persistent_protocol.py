@@ -231,6 +231,20 @@ def test_env_file_values_are_scrubbed_from_reasons_and_the_log(fake, results, ca
     assert "hunter22" not in caplog.text
 
 
+def test_an_answer_keeps_its_secrets_out_and_its_identifiers_exact_as_a_one_shot_run(fake, results) -> None:
+    f = fake()
+    f.status("chatty")
+    (r,) = results.wait(1)
+    assert r.ok, r.reason
+    [req] = r.output.requests
+    assert (req.message, req.machines[0].name) == ("waiting, key ***", "h-1")
+    f.status("leaky")
+    r = results.wait(2)[1]
+    assert r.outcome == "bad_output"
+    assert r.reason.startswith("p1 status: bad output: requests[0].machines[0].name: holds the value of SECRET")
+    assert "hunter22" not in r.model_dump_json()
+
+
 def test_an_answer_to_no_call_is_logged_and_ignored(fake, results, caplog) -> None:
     f = fake()
     f.status("unknown")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.environment import EnvFileError, Scrubber, read_env_file, script_env
+from providers.environment import EnvFileError, Scrubber, read_env_file, script_env, secret_name, unmasked_warning
 
 
 def test_env_file_syntax(tmp_path):
@@ -103,7 +103,45 @@ def test_v2_env_has_no_lsf_family(tools, tmp_path):
 
 
 def test_scrubber_replaces_longest_secrets_first_and_skips_short_values():
-    scrub = Scrubber(["abcdef", "abcdefgh", "eu", "xyz", ""])
+    scrub = Scrubber({"A_KEY": "abcdef", "B_KEY": "abcdefgh", "C_KEY": "eu", "D_KEY": "xyz", "E_KEY": ""})
     assert scrub("key abcdefgh and abcdef in eu, xyz") == "key *** and *** in eu, xyz"
     assert scrub.margin == 8
-    assert Scrubber([]).margin == 0
+    assert scrub.unmasked == ("C_KEY", "D_KEY"), "short secrets are named, an empty one has nothing to hide"
+    assert (scrub.found("r-abcdefgh-1"), scrub.found("r-abcdef"), scrub.found("r-eu-1")) == ("B_KEY", "A_KEY", None)
+    assert Scrubber({}).margin == 0
+
+
+@pytest.mark.parametrize(("name", "secret"), [
+    ("AWS_SECRET_ACCESS_KEY", True), ("AWS_SESSION_TOKEN", True), ("DB_PASSWORD", True), ("api_key", True),
+    ("GOOGLE_APPLICATION_CREDENTIALS", True), ("Vault_Token_File", True), ("SSH_KEY", True),
+    ("SECRET_KEY_ID", True),  # SECRET says so, whatever the end
+    ("AWS_ACCESS_KEY_ID", False), ("KEY_ID", False), ("aws_access_key_id", False),
+    ("AWS_DEFAULT_REGION", False), ("AWS_REGION", False), ("AWS_ENDPOINT_URL", False),
+    ("EC2_PROVIDER_CONFIG", False), ("PRO_CONF_DIR", False), ("LM_LICENSE_FILE", False), ("PATH", False),
+])
+def test_a_variable_is_secret_when_its_name_says_so(name, secret):
+    assert secret_name(name) is secret
+
+
+def test_a_provider_config_lists_further_secrets_by_their_exact_name():
+    assert secret_name("LICENSE_SERVER", ["LICENSE_SERVER"])
+    assert not secret_name("license_server", ["LICENSE_SERVER"])
+    env = {"AWS_DEFAULT_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+           "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG", "LICENSE_SERVER": "27000@lic1.example",
+           "EC2_PROVIDER_CONFIG": "/etc/provisioner/aws.yaml"}
+    scrub = Scrubber.of(env, ["LICENSE_SERVER"])
+    text = "ip-10-20-1-4.us-west-2.compute.internal AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG 27000@lic1.example " \
+           "/etc/provisioner/aws.yaml"
+    assert scrub(text) == \
+        "ip-10-20-1-4.us-west-2.compute.internal AKIAIOSFODNN7EXAMPLE *** *** /etc/provisioner/aws.yaml"
+    assert Scrubber.of(env)(text).count("***") == 1, "not listed, the license server is no secret"
+
+
+def test_the_warning_for_short_secrets_names_them_and_never_shows_them(tmp_path):
+    env = tmp_path / "p.env"
+    scrub = Scrubber.of({"DB_PASSWORD": "pw1", "API_TOKEN": "", "REGION": "eu"})
+    assert scrub.unmasked == ("DB_PASSWORD",)
+    text = unmasked_warning("p1", env, scrub.unmasked)
+    assert text == (f"provider p1: {env}: DB_PASSWORD is a secret shorter than 4 characters, not masked in what "
+                    "its scripts print (a longer value is; an empty one has nothing to hide)")
+    assert "pw1" not in text

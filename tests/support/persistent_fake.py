@@ -6,7 +6,8 @@ Run as ``<this> serve``. ``FAKE_PLAN`` names a JSON file of how it starts
 before their hello; ``child``: start a child that sleeps in its group).
 Each ``status`` call's first requestId says how to answer it: ``sleep=S``,
 ``garbage``, ``huge=N``, ``exit=N``, ``close``, ``hang``, ``fail=N``, ``bad``,
-``secret``, ``stop`` (SIGSTOP itself), ``unknown``; anything else is answered
+``secret``, ``chatty`` (the secret in a status message), ``leaky`` (in a machine's
+name), ``stop`` (SIGSTOP itself), ``unknown``; anything else is answered
 at once as running. ``FAKE_LOG`` gets one JSON line per start, call, ping and
 answer, for the test to read back. Standard library only.
 """
@@ -81,6 +82,12 @@ def answer(call):
         sys.stderr.write(f"using {secret} now\n")
         sys.stderr.flush()
         return {"id": call_id, "exit": 75, "message": f"throttled for {secret}"}
+    elif word in ("chatty", "leaky"):
+        secret = os.environ.get("SECRET", "")
+        name = f"h-{secret}" if word == "leaky" else "h-1"
+        return {"id": call_id, "exit": 0, "output": {"requests": [
+            {"requestId": "r-1", "status": "running", "message": f"waiting, key {secret}",
+             "machines": [{"machineId": "m-1", "name": name}]}]}}
     elif word == "unknown":
         send({"id": "c-nobody", "exit": 0, "output": {}})
     record(event="answer", id=call_id)

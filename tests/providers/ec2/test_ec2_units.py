@@ -21,6 +21,7 @@ from providers.ec2.inventory import reclaims
 from providers.ec2.request_ids import Launch, Termination, parse
 from providers.ec2.settings import parse as parse_settings
 from providers.ec2.terminate import CONSISTENCY_GRACE_S, termination_status
+from providers.environment import secret_name
 
 SETTINGS = parse_settings(
     "region: us-east-1\ncluster: prod-a\ntemplates:\n"
@@ -60,10 +61,22 @@ def test_errors_without_an_aws_answer_map_too():
     assert exit_code(ValueError("a bug")) == errors.FAILED
 
 
-def test_scrub_masks_credentials_and_key_ids():
-    env = {"AWS_SECRET_ACCESS_KEY": "s3cr3t/value+x", "AWS_SESSION_TOKEN": "tok-123456"}
-    text = scrub("key AKIAIOSFODNN7EXAMPLE secret s3cr3t/value+x token tok-123456 end", env)
-    assert text == "key *** secret *** token *** end"
+def test_scrub_masks_secrets_and_leaves_key_ids_regions_and_endpoints_alone():
+    env = {"AWS_SECRET_ACCESS_KEY": "s3cr3t/value+x", "AWS_SESSION_TOKEN": "tok-123456",
+           "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "AWS_DEFAULT_REGION": "us-west-2",
+           "AWS_ENDPOINT_URL": "https://ec2.us-west-2.amazonaws.com", "PROVISIONER_TOKEN": "intent-0001"}
+    text = scrub("key AKIAIOSFODNN7EXAMPLE secret s3cr3t/value+x token tok-123456 at "
+                 "https://ec2.us-west-2.amazonaws.com for intent-0001 end", env)
+    assert text == "key AKIAIOSFODNN7EXAMPLE secret *** token *** at https://ec2.us-west-2.amazonaws.com " \
+                   "for intent-0001 end"
+
+
+@pytest.mark.parametrize("name", ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+                                  "AWS_ACCESS_KEY_ID", "aws_access_key_id", "SECRET_KEY_ID", "DB_PASSWORD",
+                                  "GOOGLE_CREDENTIALS", "API_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
+                                  "EC2_PROVIDER_CONFIG", "AWS_PROFILE", "PROVIDER_API_KEY"])
+def test_the_provider_calls_secret_what_the_daemon_does(name):
+    assert errors.secret_name(name) is secret_name(name)
 
 
 def test_the_authorization_blob_is_not_repeated():

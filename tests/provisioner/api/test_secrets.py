@@ -72,7 +72,7 @@ def test_a_leaky_script_cannot_leak(start_api, tmp_path, caplog):
 
 
 def stdout_leaky_provider(tmp_path) -> dict:
-    """A v2 provider that prints its key on stdout: in the request id it hands out and in every status message."""
+    """A v2 provider that prints its key on stdout: in the request's message and in every status message."""
     provider = sim_provider(tmp_path, "chatty", HOSTS_SIM)
     env = tmp_path / "chatty" / "provider.env"
     env.write_text(env.read_text() + f"API_KEY={SECRET}\n")
@@ -80,7 +80,7 @@ def stdout_leaky_provider(tmp_path) -> dict:
     wrapper.write_text(
         "#!/bin/sh\n"
         'if [ "$1" = request ]; then\n'
-        '  echo "{\\"requestId\\": \\"r-$API_KEY-1\\", \\"message\\": \\"accepted under key $API_KEY\\"}"\n'
+        '  echo "{\\"requestId\\": \\"r-chatty-1\\", \\"message\\": \\"accepted under key $API_KEY\\"}"\n'
         "  exit 0\n"
         "fi\n"
         'if [ "$1" = status ]; then\n'
@@ -99,10 +99,11 @@ def test_a_secret_a_script_prints_on_stdout_reaches_nothing(start_api, tmp_path,
     caplog.set_level(logging.DEBUG)
     api = start_api(providers=[stdout_leaky_provider(tmp_path)])
     api.ok("PUT", "/v1/demand", "scheduler", json={"items": [DEMAND["items"][0]]})
-    # Running: the request id it was given and the status message it answered have been through every path.
+    # Running: the request id it was given (kept as it is) and the status message it answered (scrubbed)
+    # have been through every path.
     api.wait_state(lambda s: any(r.state == "running" for r in s.requests.values()), "the request running")
     rows = api.get("/v1/requests").text
-    assert "r-***-1" in rows and "waiting for capacity, key ***" in rows, rows
+    assert "r-chatty-1" in rows and "waiting for capacity, key ***" in rows, rows
 
     seen: list[str] = [f.to_json().decode() for f in api.controller.read()]
     seen += [line for path in api.daemon.audit.files() for line in path.read_text().splitlines()]
@@ -117,5 +118,36 @@ def test_a_secret_a_script_prints_on_stdout_reaches_nothing(start_api, tmp_path,
     seen += [cli.stdout, cli.stderr]
     seen.append(caplog.text)
     assert "waiting for capacity, key ***" in "".join(seen), "the status message was kept, scrubbed"
+    leaks = [text[max(0, text.find(SECRET) - 80):text.find(SECRET) + 40] for text in seen if SECRET in text]
+    assert leaks == [], leaks
+
+
+def test_a_request_id_holding_the_key_is_refused_and_the_key_reaches_nothing(start_api, tmp_path, caplog):
+    """An identifier is never rewritten: one that holds a secret makes the answer bad output, naming the field."""
+    caplog.set_level(logging.DEBUG)
+    provider = sim_provider(tmp_path, "keyed", HOSTS_SIM)
+    env = tmp_path / "keyed" / "provider.env"
+    env.write_text(env.read_text() + f"API_KEY={SECRET}\n")
+    wrapper = tmp_path / "keyed" / "provider"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = request ]; then\n'
+        '  echo "{\\"requestId\\": \\"r-$API_KEY-1\\"}"\n'
+        "  exit 0\n"
+        "fi\n"
+        f'exec "{SIM_SCRIPT}" "$@"\n')
+    wrapper.chmod(0o755)
+    provider["script"]["path"] = str(wrapper)
+    api = start_api(providers=[provider])
+    api.ok("PUT", "/v1/demand", "scheduler", json={"items": [DEMAND["items"][0]]})
+    p = api.wait_state(lambda s: any(r.attempts >= 2 for r in s.requests.values()), "two refused answers")
+    req = next(iter(p.requests.values()))
+    assert "bad output: requestId: holds the value of API_KEY" in req.reason, req.reason
+    assert not req.provider_request_id, "no rewritten id was ever kept"
+
+    seen: list[str] = [f.to_json().decode() for f in api.controller.read()]
+    for path in ("/v1/requests", "/v1/providers", "/metrics"):
+        seen.append(api.get(path).text)
+    seen.append(caplog.text)
     leaks = [text[max(0, text.find(SECRET) - 80):text.find(SECRET) + 40] for text in seen if SECRET in text]
     assert leaks == [], leaks
