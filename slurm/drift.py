@@ -137,7 +137,8 @@ def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: 
         inst = hosts.get(n.name)
         is_dynamic = bool(cfg.partitions) and inst is not None and not inst.node and n.name not in declared
         if n.name not in declared and not is_dynamic:
-            if inst is None and n.reason.startswith(REASON) and n.flags & {"DRAIN", "DRAINED"}:
+            if inst is None and n.reason.startswith(REASON) and n.flags & {"DRAIN", "DRAINED"} \
+                    and n.state not in WORKING and "DRAINING" not in n.flags:
                 updates.append(Update(n.name, delete=True))  # a dynamic node of ours whose host is gone
             continue
         up = not (n.flags & NOT_UP) and n.state not in ("DOWN", "FUTURE", "UNKNOWN")
