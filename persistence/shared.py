@@ -10,10 +10,11 @@ for a fresher view, and readers hold ``lock`` while they read. A fact reaching
 it twice (from the journal and from the read model) is applied once: the
 projection skips what its seq says it has.
 
-A fact stamped in the future (written under another host's clock, or
-before this host's clock was set back) is taken as stamped now, with a
-warning: by its stamp, a host idle since then would stay held until the
-clock caught up with it.
+In a daemon (given its clock), a fact stamped in the future (written
+under another host's clock, or before this host's clock was set back) is
+taken as stamped now, with a warning: by its stamp, a host idle since then
+would stay held until the clock caught up with it. A reader without a
+clock (the CLI reading the controller directly) shows stamps as recorded.
 
 A provider actor reads its own provider's part (``Projection.part``): what
 is in motion there, without scanning the other providers' records.
@@ -24,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections import Counter
 from typing import Any, Callable, Iterator, Sequence
 
@@ -39,8 +39,8 @@ SAY_EVERY = 60.0
 
 
 class SharedProjection:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        """``clock``: the daemon's time, which no stamp may lie ahead of."""
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: the daemon's time, which no stamp may lie ahead of; None keeps every stamp as recorded."""
         self.clock = clock
         self._said = float("-inf")
         self.projection = Projection()
@@ -93,7 +93,9 @@ class SharedProjection:
             self.fact_id = fresh[-1].id
 
     def _not_ahead(self, facts: Sequence[Any]) -> Sequence[Any]:
-        """The facts, with a stamp in the future taken as now."""
+        """The facts, with a stamp in the future taken as now (as recorded without a clock)."""
+        if self.clock is None:
+            return facts
         now = self.clock()
         if max(f.time for f in facts) <= now + AHEAD:
             return facts

@@ -89,3 +89,11 @@ def test_a_fact_stamped_in_the_future_is_taken_as_stamped_now_with_a_warning(cap
         assert p.instances["p/m2"].seen_at == T0 - 5
     (said,) = [r.getMessage() for r in caplog.records]
     assert said.startswith("projection: 1 facts stamped up to 86400s in the future are taken as stamped now")
+
+
+def test_a_reader_without_a_clock_shows_every_stamp_as_recorded():
+    shared = SharedProjection()
+    fact = make_fact(InstanceSeen(machine_id="m1", name="h1", state="running"), provider="p", now=T0 + DAY)
+    shared.apply_all([fact.model_copy(update={"seq": 1})])
+    with shared.reading() as p:
+        assert p.instances["p/m1"].seen_at == T0 + DAY

@@ -136,4 +136,6 @@ def test_a_lost_lease_kills_the_process_and_none_starts_again(tmp_path, start_da
     wait_until(lambda: any(f.kind == "lease_lost" for f in c.read(after=lost_after)), timeout=15,
                what="the daemon to notice the lost lease")
     wait_until(lambda: not alive(pid), timeout=5, what="the provider's process gone")
-    assert process(run).phase == "stopped" and process(run).pid is None
+    # The kill comes first; the runner's loop then ends its calls and says it stopped.
+    wait_until(lambda: process(run).phase == "stopped", timeout=10, what="the runner stopped")
+    assert process(run).pid is None
