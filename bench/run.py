@@ -38,6 +38,7 @@ from bench.ready import fill, ready_time, ready_time_cold
 from bench.rss import daemon_rss
 from bench.sim import month
 from bench.soak import STORM, liar_soak
+from bench.slurm import resume_to_bound
 from bench.spawn import spawn_latency
 from config.models import ProviderConfig
 from lease.etcd_client import put_op
@@ -296,6 +297,9 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], Any], tuple[Figure, ...]]] = [
                     Figure("  persistent / one-shot", "ratio", 20.0, ">="))),
     (spawn_latency, (Figure("demand pushed -> first request script spawned, p50", "ms", 50.0, "<="),
                      Figure("  same, p99", "ms", 3.0, "<=", "ratio"))),
+    (resume_to_bound, (Figure("Slurm resume -> host bound to its node, p50 (plan, poll, sync every 0.1 s)", "s",
+                              0.5, "<="),
+                       Figure("  same, p99", "s", 1.0, "<="))),
     (takeover_seconds, (Figure(f"failover: owner killed -> standby acting (TTL {TTL:g} s)", "s", TTL + 1.0, "<="),)),
     # Minutes of a real daemon against providers that lie, fail and are slow (docs/recovery.md).
     (liar_soak, (Figure(f"liar soak, {STORM:g} s: leaked instance-seconds beyond graces", "s", 0, "<="),
