@@ -37,8 +37,8 @@ from bench.persistent import status_calls
 from bench.ready import fill, ready_time, ready_time_cold
 from bench.rss import daemon_rss
 from bench.sim import month
-from bench.soak import STORM, liar_soak
 from bench.slurm import resume_to_bound
+from bench.soak import STORM, liar_soak
 from bench.spawn import spawn_latency
 from config.models import ProviderConfig
 from lease.etcd_client import put_op
