@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 from pathlib import Path
 from typing import Any, get_args
 
@@ -266,8 +267,8 @@ def _file_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
             found += [(script + ("path",), m) for m in _lsf_problems(p.script.path)]
         else:
             found.append((script + ("path",), _executable_problem(p.script.path) if p.script.path.is_absolute()
-                          else f"{p.script.path}: not found on PATH (a bare name is looked up there; "
-                               "give a full path otherwise)"))
+                          else f"{p.script.path}: not found on PATH nor beside the daemon's Python (a bare name "
+                               "is looked up there; give a full path otherwise)"))
         if p.script.conf_dir is not None:
             found.append((script + ("conf_dir",), _folder_problem(p.script.conf_dir)))
         if p.script.work_dir is not None:
@@ -301,12 +302,13 @@ def _absolute(cfg: Config, base: Path) -> Config:
 
     def command(p: Path) -> Path:
         """A v2 script given by a bare name (``provisioner-ec2``) that is not in the config's folder is
-        looked up on the daemon's PATH, as a shell would; one not found stays bare, and the file checks
-        say so."""
+        looked up on the daemon's PATH, as a shell would, then beside the running interpreter (the
+        installed providers sit there, also when ``.venv/bin/provisioner`` runs without the venv on
+        PATH); one not found stays bare, and the file checks say so."""
         local = a(p)
         if os.sep in str(p) or str(p).startswith("~") or (local is not None and local.exists()):
             return local  # type: ignore[return-value]
-        found = shutil.which(str(p))
+        found = shutil.which(str(p)) or shutil.which(str(p), path=os.path.dirname(sys.executable))
         return Path(found) if found else p
 
     providers = []

@@ -170,7 +170,7 @@ class Runs:
 def judge(code: int, out: bytes, err: bytes, why: str) -> Dict[str, Any]:
     """A run as the protocol's answer; the daemon judges the answer as it would judge the run."""
     err_text = err.decode("utf-8", "replace")
-    said = last_line(err_text) or last_line(out[-STDERR_TAIL:].decode("utf-8", "replace"))
+    said = message(out) or last_line(err_text) or last_line(out[-STDERR_TAIL:].decode("utf-8", "replace"))
     tail = f": {said}" if said else ""
     if why:  # stdout past the limit: no output, so the daemon reports bad output, with this
         return {"exit": 0, "message": why + tail}
@@ -216,12 +216,25 @@ def decode(raw: bytes) -> Tuple[Optional[Dict[str, Any]], str]:
     return doc, ""
 
 
+def message(out: bytes) -> str:
+    """The ``message`` of the JSON document on stdout, on one line; "" if there is none (a failed run's
+    answer, often printed over several lines, says more than its last line, a lone ``}``)."""
+    doc, _ = decode(out)
+    said = doc.get("message") if doc is not None else None
+    return one_line(said)[:300] if isinstance(said, str) else ""
+
+
 def last_line(text: str) -> str:
+    """The last line with a letter or digit in it: a lone ``}`` or ``)`` of a dump says nothing."""
     for line in reversed(text.splitlines()):
-        line = "".join(" " if ord(c) < 32 else c for c in line).strip()
-        if line:
+        line = one_line(line)
+        if any(c.isalnum() or c == "_" for c in line):
             return line[:300]
     return ""
+
+
+def one_line(text: str) -> str:
+    return "".join(" " if ord(c) < 32 else c for c in text).strip()
 
 
 def main(argv: Optional[list] = None) -> int:

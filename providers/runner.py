@@ -62,6 +62,7 @@ EXIT_OUTCOMES: dict[int, tuple[Outcome, str]] = {
 }
 _SAFE_TOKEN = re.compile(r"[^A-Za-z0-9._-]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_WORDY = re.compile(r"\w")
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
 #: The scrubber of a provider without an env_file: nothing to hide.
 _NO_SECRETS = Scrubber({})
@@ -535,15 +536,31 @@ def _buffer() -> ctypes.Array[ctypes.c_char]:
 
 
 def _said(run: _Finished, err_text: str, scrub: Scrubber) -> str:
-    """": <what the script said last>" for a reason: stderr's last line, else stdout's; "" if neither has one."""
-    said = _last_line(err_text) or _last_line(scrub(run.stdout[-STDERR_TAIL:].decode("utf-8", "replace")))
+    """": <what the script said>" for a reason; "" if it said nothing.
+
+    Its answer's ``message`` when stdout holds a JSON document (an LSF plugin answers a failure
+    too, often over several lines, so stdout's last line is a lone ``}``), else stderr's last line
+    that says something, else stdout's.
+    """
+    said = _message(run.stdout, scrub) or _last_line(err_text) \
+        or _last_line(scrub(run.stdout[-STDERR_TAIL:].decode("utf-8", "replace")))
     return f": {said}" if said else ""
 
 
+def _message(stdout: bytes, scrub: Scrubber) -> str:
+    """The ``message`` of the JSON document on stdout, on one line and scrubbed; "" if there is none."""
+    try:
+        message = decode_stdout(stdout).get("message")
+    except ContractError:
+        return ""
+    return _clip(_CONTROL.sub(" ", scrub(message)).strip()) if isinstance(message, str) else ""
+
+
 def _last_line(text: str) -> str:
+    """The last line with a letter or digit in it: a lone ``}`` or ``)`` of a dump says nothing."""
     for line in reversed(text.splitlines()):
         line = _CONTROL.sub(" ", line).strip()
-        if line:
+        if _WORDY.search(line):
             return _clip(line)
     return ""
 

@@ -35,8 +35,13 @@ def _sim_provider(home: Path, name: str, sim_config: dict) -> dict:
             "script": {"style": "v2", "path": str(SIM_SCRIPT), "timeout": "30s"}}
 
 
-def demo_config(home: Path, *, idle_time: str = "20s", lead_time: float = 3.0) -> Config:
-    """Write the simulated providers' files under ``home`` and return the demo's config."""
+def demo_config(home: Path, *, idle_time: str = "20s", lead_time: float = 3.0, unlisted_grace: str = "10s") -> Config:
+    """Write the simulated providers' files under ``home`` and return the demo's config.
+
+    ``unlisted_grace`` is short: the demo's scheduler sends its view of the hosts in the same step
+    that joins them, so a host its view leaves out (one the last run joined, after a restart) serves
+    no one and goes back soon.
+    """
     hosts = _sim_provider(home, "sim-hosts", {
         "kind": "hosts", "seed": 7, "name_prefix": "simhost", "priority": 10, "cost_per_hour": 0.2,
         "lead_time": lead_time, "region": "sim-1", "zone": "sim-1a",
@@ -57,7 +62,8 @@ def demo_config(home: Path, *, idle_time: str = "20s", lead_time: float = 3.0) -
         "lease": {"ttl": "6s", "renew_every": "2s"},
         "budget": {"max_hosts": 25, "max_cost_per_hour": 20.0},
         "policy": {"idle_time": idle_time, "poll_every": "1s", "plan_every": "2s", "cooldown": "30s",
-                   "join_grace": "20s", "request_timeout": "5m"},
+                   "join_grace": "20s", "request_timeout": "5m",
+                   "unlisted_grace": unlisted_grace},
         "providers": [hosts, licenses],
         "resources": [{"name": "vcs", "elastic": True, "base": 10, "provider": "sim-licenses"}],
         "home": str(home),

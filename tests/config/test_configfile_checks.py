@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -431,8 +432,28 @@ def test_a_v2_script_given_by_a_bare_name_is_found_on_the_path(tmp_path, monkeyp
     config.write_text(body.replace("NAME", "my-provider"))
     assert load_config(config).providers[0].script.path == tool
     config.write_text(body.replace("NAME", "no-such-provider"))
-    with pytest.raises(ConfigError, match=r"providers\[0\]\.script\.path: no-such-provider: not found on PATH"):
+    with pytest.raises(ConfigError, match=r"providers\[0\]\.script\.path: no-such-provider: not found on PATH "
+                                          r"nor beside the daemon's Python \("):
         load_config(config)
+
+
+def test_a_bare_name_not_on_the_path_is_found_beside_the_running_python(tmp_path, monkeypatch):
+    """``.venv/bin/provisioner`` run without an activated venv: PATH lacks the venv's bin, where the
+    installed providers are; they are found beside the interpreter all the same, after PATH."""
+    beside = Path(sys.executable).parent
+    assert (beside / "provisioner-ec2").is_file(), "the test runs from the venv the project is installed in"
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    config = tmp_path / "c.yaml"
+    config.write_text("instance: {id: a, serves: [p]}\n"
+                      f"controller: {{url: 'sqlite:///{tmp_path}/state.db'}}\n"
+                      "providers:\n  - {name: p, kind: hosts, script: {style: v2, path: provisioner-ec2}}\n")
+    assert load_config(config).providers[0].script.path == beside / "provisioner-ec2"
+    on_path = tmp_path / "bin"
+    on_path.mkdir()
+    (on_path / "provisioner-ec2").write_text("#!/bin/sh\n")
+    (on_path / "provisioner-ec2").chmod(0o755)
+    monkeypatch.setenv("PATH", str(on_path))
+    assert load_config(config).providers[0].script.path == on_path / "provisioner-ec2", "PATH comes first"
 
 
 def test_check_config_checks_an_lsf_work_dir_relative_to_the_file(site: Path) -> None:

@@ -33,6 +33,7 @@ case "$1" in
       *sleep*) sleep 30 ;;
       *transient*) echo "throttled by the API" >&2; exit 75 ;;
       *garbage*) echo "not json at all" ;;
+      *answered*) printf '{\n  "requestId": null,\n  "message": "AWS credentials validation failed"\n}\n'; exit 1 ;;
       *) printf '{"requests": [{"requestId": "r1", "status": "complete", "machines": []}]}\n' ;;
     esac ;;
   *) echo "no such action $1" >&2; exit 64 ;;
@@ -88,12 +89,15 @@ def test_exits_and_bad_output_come_back_as_they_would_from_one_shot_runs(adapted
     runner.submit("status", {"requests": [{"requestId": "transient"}]}, tag="t")
     runner.submit("status", {"requests": [{"requestId": "garbage"}]}, tag="g")
     runner.submit("reclaims", {"machines": [{"name": "h1"}]}, tag="u")
-    by_tag = {tag: r for r, tag, _ in results.calls} if results.wait(3, timeout=15) else {}
+    runner.submit("status", {"requests": [{"requestId": "answered"}]}, tag="a")
+    by_tag = {tag: r for r, tag, _ in results.calls} if results.wait(4, timeout=15) else {}
     assert (by_tag["t"].outcome, by_tag["t"].reason) == ("transient", "p1 status: exit 75 (transient): throttled "
                                                                        "by the API")
     assert by_tag["g"].outcome == "bad_output"
     assert "stdout is not JSON" in by_tag["g"].reason
     assert (by_tag["u"].outcome, by_tag["u"].reason) == ("failed", "p1 reclaims: exit 64: no such action reclaims")
+    assert (by_tag["a"].outcome, by_tag["a"].reason) == ("failed", "p1 status: exit 1: AWS credentials validation "
+                                                                       "failed"), "the answer's message, not its }"
 
 
 def test_a_run_past_its_deadline_is_killed_and_gives_no_answer(adapted, results, tmp_path, tools,

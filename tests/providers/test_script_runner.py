@@ -178,6 +178,31 @@ def test_failure_message_on_stdout_is_used_when_stderr_is_silent(script, make_ru
     assert result.reason == "p1 describe: exit 2: quota exceeded"
 
 
+@pytest.mark.parametrize("log", ["", "echo 'loading the plugin' >&2\n"], ids=["silent stderr", "a log line on stderr"])
+def test_a_failed_runs_json_answer_gives_its_message_over_several_lines(script, make_runner, results, tmp_path, log):
+    """IBM's awsv2 plugin prints its answer over several lines: the reason is its message, not ``}``
+    nor a log line (scrubbed of the env file's secrets like the rest)."""
+    env_file = tmp_path / "p1.env"
+    env_file.write_text('API_KEY="s3cr3t-value-42"\n')
+    answer = '{\n  "requestId": null,\n  "message": "AWS credentials validation failed for $API_KEY"\n}'
+    runner = make_runner(script(f"#!/bin/sh\n{log}cat <<END\n{answer}\nEND\nexit 1\n"),
+                         env_file=env_file)
+    runner.submit("request", {"template": "T1", "count": 1}, token="t")
+    [result] = results.wait(1)
+    assert result.outcome == "failed"
+    assert result.reason == "p1 request: exit 1: AWS credentials validation failed for ***"
+
+
+def test_a_failed_runs_reason_skips_stderr_lines_of_mere_punctuation(script, make_runner, results):
+    """No JSON answer: the last stderr line that says something, not a closing brace of a dump."""
+    path = script("#!/bin/sh\necho 'Traceback: no module named boto3' >&2\necho '  }' >&2\necho ')' >&2\n"
+                  "echo '{\"requestId\": null' \nexit 1\n")
+    runner = make_runner(path)
+    runner.submit("describe", {})
+    [result] = results.wait(1)
+    assert result.reason == "p1 describe: exit 1: Traceback: no module named boto3"
+
+
 def test_long_stderr_keeps_only_a_bounded_tail(script, make_runner, results):
     long_line = "x" * 500
     path = script(f"#!/bin/sh\nhead -c 1000000 /dev/zero | tr '\\0' 'e' >&2\necho >&2\necho {long_line} >&2\nexit 1\n")

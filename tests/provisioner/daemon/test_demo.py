@@ -48,3 +48,27 @@ def test_demo_workload_gets_hosts_and_licenses_then_returns_idle_hosts(tmp_path)
 def _step_and_check(workload: DemoWorkload, at: float, controller, condition) -> bool:
     workload.step(at)
     return bool(condition(replay(controller)))
+
+
+def test_a_restarted_demo_gives_back_the_hosts_busy_at_the_stop(tmp_path):
+    """Stopped while its hosts were busy and run again, the demo's scheduler knows none of them: its first
+    view lists none, so they serve no one and go back; the demo ends with nothing live (nothing billed)."""
+    home = tmp_path / "home"
+    hosts = PHASES[0][1]
+    daemon = Daemon(demo_config(home, idle_time="0s", lead_time=0.0, unlisted_grace="1s"), home, tick=0.05).start()
+    try:
+        first = DemoWorkload(daemon.controller, clock=lambda: 0.0)
+        wait_until(lambda: _step_and_check(first, 1.0, daemon.controller, lambda p: sum(
+            1 for i in p.instances.values() if i.state == "busy") == hosts), what="the first phase's hosts busy")
+    finally:
+        daemon.stop()
+    # Run it again: a new daemon on the same home, and the workload afresh, now in a quiet phase.
+    daemon = Daemon(demo_config(home, idle_time="0s", lead_time=0.0, unlisted_grace="1s"), home, tick=0.05).start()
+    try:
+        again = DemoWorkload(daemon.controller, clock=lambda: 0.0)
+        quiet = PHASES[1][0] + 1
+        wait_until(lambda: _step_and_check(again, quiet, daemon.controller, lambda p: len(p.instances) == hosts and all(
+            i.state == "returned" for i in p.instances.values())), what="the hosts busy at the stop returned")
+        assert again.viewed is not None and again.viewed.hosts == [], "its view named no host of the last run"
+    finally:
+        daemon.stop()
