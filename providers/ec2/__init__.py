@@ -17,6 +17,7 @@ The modules:
 - ``clients``: the boto3 client, its time limits and its retries
 - ``request_ids``: what a requestId holds, so ``status`` can find its instances
 - ``instances``: EC2 instances as the contract shows them
+- ``node_names``: how a host made for a scheduler's named node learns its name (user data)
 - ``describe``, ``launch``, ``terminate``, ``inventory``: the actions
 - ``main``: the command line
 """

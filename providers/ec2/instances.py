@@ -17,6 +17,8 @@ from providers.ec2.settings import Settings
 CLUSTER_TAG = "provisioner:cluster"
 TOKEN_TAG = "provisioner:token"
 TEMPLATE_TAG = "provisioner:template"
+#: The scheduler's name of the node the instance was made for (also its ``Name``): the name it is reported under.
+NODE_TAG = "provisioner:node"
 #: Set on an instance just before we terminate it: the token of the return.
 RETURN_TAG = "provisioner:return"
 #: EC2 takes at most 200 values in one filter.
@@ -68,7 +70,14 @@ def by_ids(clients: Clients, ids: Iterable[str]) -> dict[str, Instance]:
 
 
 def host_name(instance: Instance, settings: Settings) -> str:
-    """The name the scheduler knows the host by; empty while EC2 has not assigned it."""
+    """The name the scheduler knows the host by; empty while EC2 has not assigned it.
+
+    A host made for a named node is known by the node's name (it registers under it), whatever
+    ``host_name`` says; the daemon binds it to that name by it.
+    """
+    node = tags(instance).get(NODE_TAG)
+    if node:
+        return node
     dns = str(instance.get("PrivateDnsName") or "")
     if settings.host_name == "private_ip":
         return str(instance.get("PrivateIpAddress") or "")

@@ -32,6 +32,7 @@ from providers.ec2.inputs import MachineRef, ReturnIn, read
 from providers.ec2.instances import (
     CLUSTER_TAG,
     ENDING_STATES,
+    NODE_TAG,
     RETURN_TAG,
     Instance,
     by_ids,
@@ -40,6 +41,7 @@ from providers.ec2.instances import (
     machine,
     ours,
     state,
+    tags,
 )
 from providers.ec2.request_ids import Termination
 from providers.ec2.settings import Settings
@@ -72,7 +74,8 @@ def give_back(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
 
 
 def resolve(settings: Settings, clients: Clients, machines: list[MachineRef]) -> list[str]:
-    """The instance id of every machine; one given by name only is looked up among ours."""
+    """The instance id of every machine; one given by name only is looked up among ours, under the name it is
+    reported by: its node's (``provisioner:node``) or, for a host made without one, the ``host_name`` setting's."""
     ids: list[str] = []
     for n, m in enumerate(machines):
         if m.machine_id:
@@ -80,8 +83,10 @@ def resolve(settings: Settings, clients: Clients, machines: list[MachineRef]) ->
             continue
         field = {"private_ip": "private-ip-address"}.get(settings.host_name, "private-dns-name")
         value = m.name if settings.host_name != "short" else f"{m.name}.*"
-        found = [i for i in find(clients, [cluster_filter(settings), {"Name": field, "Values": [value]}])
-                 if state(i) != "terminated"]
+        candidates = find(clients, [cluster_filter(settings), {"Name": f"tag:{NODE_TAG}", "Values": [m.name]}])
+        candidates += [i for i in find(clients, [cluster_filter(settings), {"Name": field, "Values": [value]}])
+                       if NODE_TAG not in tags(i)]
+        found = [i for i in candidates if state(i) != "terminated"]
         if len(found) != 1:
             raise ProviderError(BAD_INPUT, f"input machines[{n}]: no machineId, and {len(found)} of our "
                                            f"instances are named {m.name!r}")

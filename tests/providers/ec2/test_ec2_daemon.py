@@ -20,6 +20,8 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from persistence.controller import open_controller
+from persistence.replay import replay
 from tests.support.daemons import STARTUP
 from tests.support.ec2.faults import FaultProxy
 from tests.support.ec2.world import SCRIPT, Moto, World, env_lines, wait_for
@@ -27,6 +29,7 @@ from tests.support.ec2.world import SCRIPT, Moto, World, env_lines, wait_for
 pytestmark = pytest.mark.slow
 
 PROVISIONER = Path(sys.executable).parent / "provisioner"
+SLURM_BRIDGE = Path(sys.executable).parent / "provisioner-slurm"
 TEMPLATE = "c6i-4x"
 
 
@@ -57,6 +60,7 @@ class Daemon:
             "providers": [{"name": "aws", "kind": "hosts", "env_file": str(env_file),
                            "script": {"style": "v2", "path": str(SCRIPT), "timeout": "20s"}}],
             "home": str(folder / "home"),
+            "slurm": {"nodes": [{"names": "cloud[1-3]", "provider": "aws", "template": TEMPLATE}]},
         }))
         self.log = folder / "daemon.log"
         self.proc: subprocess.Popen | None = None
@@ -96,6 +100,21 @@ class Daemon:
                               text=True, timeout=30, stdin=subprocess.DEVNULL)
         assert proc.returncode == 0, f"provisioner {' '.join(args)}: {proc.stderr}"
         return proc.stdout
+
+    def resume(self, hostlist: str) -> None:
+        """Slurm's ResumeProgram: the bridge records the nodes it wants (no slurm.conf: Slurm's own timeout)."""
+        proc = subprocess.run([str(SLURM_BRIDGE), "--config", str(self.config), "resume", hostlist],
+                              capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                              env={"PATH": "/usr/bin:/bin", "SLURM_CONF": str(self.world.folder / "no-slurm.conf")})
+        assert proc.returncode == 0, f"provisioner-slurm resume {hostlist}: {proc.stderr}"
+
+    def bound(self) -> dict[str, str | None]:
+        """Machine id -> the node the daemon bound it to, as its facts say (the views do not show it)."""
+        controller = open_controller(f"sqlite:///{self.world.folder / 'state.db'}")
+        try:
+            return {i.machine_id: i.node for i in replay(controller).instances.values()}
+        finally:
+            controller.close()
 
     def demand(self, count: int) -> None:
         path = self.world.folder / "demand.json"
@@ -174,3 +193,17 @@ def test_an_instance_of_ours_unknown_to_the_facts_is_returned_as_an_orphan(daemo
     wait_for(lambda: [h for h in daemon.hosts("returned") if h["machine_id"] == orphan], 30,
              "the orphan found and returned", tell=daemon.tail)
     assert [i["State"]["Name"] for i in world.instances()] == ["terminated"]
+
+
+def test_the_daemon_binds_each_named_node_to_the_instance_ec2_named_after_it(daemon):
+    world = daemon.world
+    daemon.start()
+    daemon.resume("cloud[1-3]")
+    running = wait_for(lambda: len(daemon.hosts("running")) == 3 and daemon.hosts("running"), 30,
+                       "three running hosts", tell=daemon.tail)
+    named = {t["Value"]: i["InstanceId"] for i in world.live() for t in i["Tags"] if t["Key"] == "Name"}
+    assert sorted(named) == ["cloud1", "cloud2", "cloud3"]
+    bound = daemon.bound()
+    assert {bound[h["machine_id"]]: h["machine_id"] for h in running} == named, "each node bound to its own host"
+    assert {h["name"] for h in running} == set(named), "the host is known by its node's name"
+    assert len(world.instances()) == 3 and len(world.proxy.actions("RunInstances")) == 3, "one launch per name"

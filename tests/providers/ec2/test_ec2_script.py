@@ -251,3 +251,118 @@ def test_settings_file_unset_or_unreadable_exits_78(world):
     world.settings_path.unlink()
     run = world.run("describe", {})
     assert run.code == 78 and "cannot read the settings file" in run.stderr
+
+
+# --- named hosts (Slurm's power saving names the nodes it wants) ------------------------------------------------
+
+
+JOIN = "#!/bin/bash\nslurmd -b -N \"$PROVISIONER_NODE_NAME\"\n"
+
+
+def launch_named(world: World, token: str, names: list[str]) -> dict[str, Any]:
+    return answer(world, "request", {"token": token, "template": TEMPLATE, "count": len(names), "names": names,
+                                     "tags": {**OURS, "provisioner-request": token}}, token=token)
+
+
+def with_join_script(world: World) -> None:
+    (world.folder / "join.sh").write_text(JOIN)
+    doc = world.settings()
+    doc["templates"][0]["user_data_file"] = "join.sh"
+    world.write_settings(doc)
+
+
+def by_name(world: World) -> dict[str, str]:
+    """EC2's Name tag -> instance id, of every instance of the test's cluster."""
+    return {t["Value"]: i["InstanceId"] for i in world.instances() for t in i["Tags"] if t["Key"] == "Name"}
+
+
+def user_data_of(world: World, instance_id: str) -> str:
+    import base64
+
+    got = world.moto.ec2().describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
+    return base64.b64decode(got["UserData"]["Value"]).decode()
+
+
+def test_each_named_host_carries_its_name_as_its_name_tag_and_in_its_user_data(world):
+    with_join_script(world)
+    out = launch_named(world, "req-named", ["cloud1", "cloud2"])
+    assert out["requestId"] == "run:req-named:2"
+    named = by_name(world)
+    assert sorted(named) == ["cloud1", "cloud2"] and len(world.instances()) == 2
+    for name, iid in named.items():
+        assert user_data_of(world, iid) == f"#!/bin/bash\nexport PROVISIONER_NODE_NAME={name}\n" + JOIN[12:], \
+            "the host's user data says its name before the template's script runs"
+    calls = world.proxy.actions("RunInstances")
+    assert [(c["MinCount"], c["MaxCount"]) for c in calls] == [("1", "1"), ("1", "1")], "one launch per name"
+    assert len({c["ClientToken"] for c in calls}) == 2, "a name sharing a client token would get another's host"
+
+
+def test_a_repeated_named_request_makes_nothing_new_and_each_name_stays_on_its_host(world):
+    first = launch_named(world, "req-again", ["cloud1", "cloud2", "cloud3"])
+    named = by_name(world)
+    again = launch_named(world, "req-again", ["cloud1", "cloud2", "cloud3"])
+    assert again["requestId"] == first["requestId"] == "run:req-again:3"
+    assert "none launched now" in again["message"]
+    assert len(world.proxy.actions("RunInstances")) == 3, "the repeat made no RunInstances call"
+    assert by_name(world) == named and len(world.instances()) == 3
+
+
+def test_a_named_request_cut_short_by_capacity_is_finished_by_its_repeat(world):
+    # cloud2 finds no room in any subnet: cloud1 is made, cloud2 answered as not launched (the daemon orders it
+    # again). A repeat of the token (the answer was lost) makes cloud2 only.
+    world.proxy.fail("RunInstances", "InsufficientInstanceCapacity", 500,
+                     when={"TagSpecification.1.Tag.1.Value": "cloud2"}, times=2)
+    first = launch_named(world, "req-short", ["cloud1", "cloud2"])
+    assert first["requestId"] == "run:req-short:1", "the request completes with the host made"
+    assert "cloud2 not launched" in first["message"] and "InsufficientInstanceCapacity" in first["message"]
+    assert sorted(by_name(world)) == ["cloud1"]
+    cloud1 = by_name(world)["cloud1"]
+    tried = {c["SubnetId"]: c["ClientToken"] for c in world.proxy.actions("RunInstances")
+             if c["TagSpecification.1.Tag.1.Value"] == "cloud2"}
+    again = launch_named(world, "req-short", ["cloud1", "cloud2"])
+    assert again["requestId"] == "run:req-short:2"
+    assert sorted(by_name(world)) == ["cloud1", "cloud2"] and by_name(world)["cloud1"] == cloud1
+    last = world.proxy.actions("RunInstances")[-1]
+    assert last["TagSpecification.1.Tag.1.Value"] == "cloud2"
+    assert last["ClientToken"] == tried[last["SubnetId"]], "a name's repeat in a subnet is the same call to EC2"
+
+
+def test_status_list_and_return_know_a_named_host_by_its_name(world):
+    rid = launch_named(world, "req-status", ["cloud1", "cloud2"])["requestId"]
+    named = by_name(world)
+    machines = status(world, rid)["machines"]
+    assert {m["machineId"]: m["name"] for m in machines} == {iid: name for name, iid in named.items()}
+    assert all(m["privateIpAddress"].startswith("10.42.") for m in machines), "the address the bridge binds"
+    listed = answer(world, "list", {"tags": OURS})["machines"]
+    assert {m["machineId"]: m["name"] for m in listed} == {iid: name for name, iid in named.items()}
+    ret = answer(world, "return", {"token": "ret-named", "machines": [{"name": "cloud2"}]}, token="ret-named")
+    assert ret["requestId"].endswith(f":{named['cloud2']}"), "a machine given by name only is found by it"
+    assert {i["InstanceId"]: i["State"]["Name"] for i in world.instances()} == \
+        {named["cloud1"]: "running", named["cloud2"]: "terminated"}
+
+
+@pytest.mark.parametrize("names,said", [
+    (["cloud1"], "names: 1 name for count 2"),
+    (["cloud1", "cloud1"], "names: 'cloud1' is named twice"),
+    (["cloud1", "x;reboot"], "names[1]: String should match pattern"),
+])
+def test_a_bad_names_list_is_refused_before_any_aws_call(world, names, said):
+    run = world.run("request", {"token": "req-bad", "template": TEMPLATE, "count": 2, "names": names},
+                    token="req-bad")
+    assert run.code == 65
+    assert said in run.stderr
+    assert world.proxy.calls == [] and world.instances() == []
+
+
+def test_user_data_that_cannot_take_every_name_launches_none_of_them(world):
+    # The name goes where the placeholder is; with the second, longer name the user data passes EC2's limit.
+    head = "#cloud-config\nhostname: {{PROVISIONER_NODE_NAME}}\n#"
+    (world.folder / "cloud.yaml").write_text(head + "x" * (16 * 1024 - 2 - len(head) - 1) + "\n")  # 2 bytes short
+    doc = world.settings()
+    doc["templates"][0]["user_data_file"] = "cloud.yaml"
+    world.write_settings(doc)
+    run = world.run("request", {"token": "req-long", "template": TEMPLATE, "count": 2,
+                                "names": ["c1", "cloud-node-with-a-longer-name"]}, token="req-long")
+    assert run.code == 78
+    assert "templates[0].user_data_file: with the name 'cloud-node-with-a-longer-name'" in run.stderr
+    assert world.proxy.actions("RunInstances") == [] and world.instances() == []
