@@ -74,6 +74,31 @@ def power(program: str, hostlist: str, cfg: Config) -> int:
     return 0
 
 
+def sync(cfg: Config) -> int:
+    """The sync service: a round every ``slurm.sync_every`` until SIGTERM or SIGINT."""
+    import logging
+    import signal
+    import threading
+
+    from slurm.commands import LiveSlurm
+    from slurm.sync import Sync
+
+    assert cfg.slurm is not None
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    try:
+        controller = open_controller(cfg.controller.url)
+    except ControllerUnavailable as exc:
+        raise Failed(f"sync: the controller is unreachable: {exc}") from None
+    try:
+        Sync(cfg, controller, LiveSlurm(timeout=cfg.slurm.command_timeout)).run(stopping)
+    finally:
+        controller.close()
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=PROG, description="Connects Slurm to the provisioner daemon.")
     top.add_argument("--config", help="the daemon's config (default: $PROVISIONER_CONFIG, ./provisioner.yaml)")
@@ -84,6 +109,9 @@ def parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=what, description=what)
         cmd.add_argument("hostlist", help="Slurm's node list, e.g. cloud[1-4]")
         cmd.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    what = "the service: Slurm's nodes and jobs to the daemon, every slurm.sync_every, drift fixed"
+    cmd = sub.add_parser("sync", help=what, description=what)
+    cmd.add_argument("--config", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return top
 
 
@@ -93,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config(args.config)
         if args.command in ("resume", "suspend", "resume-fail"):
             return power(args.command, args.hostlist, cfg)
+        if args.command == "sync":
+            return sync(cfg)
         raise Failed(f"unknown command {args.command}", 2)
     except Failed as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
