@@ -1,0 +1,125 @@
+"""A real Slurm 22.05 on loopback for the bridge's drills: munged and slurmctld with their own ports, key, socket
+and state folder, power saving calling ``provisioner-slurm``, each started and stopped by PID within the test.
+
+The cloud nodes are ``cloud1`` .. ``cloudN``, each with a ``Port=`` of its own, so several ``slurmd -N NAME``
+run on this one host (``tests.support.slurmd_provider`` starts them as the "machines" the daemon makes).
+``PrivateData=cloud`` makes powered-down cloud nodes visible to ``sinfo``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support.daemons import free_port, wait_until
+
+NEEDED = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol")
+
+
+def installed() -> list[str]:
+    """Slurm's programs this host lacks (``.ci/run`` installs them)."""
+    return [p for p in NEEDED if shutil.which(p) is None and not Path("/usr/sbin", p).exists()]
+
+
+class SlurmWorld:
+    def __init__(self, tmp: Path, config: Path, nodes: int = 4, suspend_time: int = 10, resume_timeout: int = 120):
+        self.tmp = tmp / "slurm"
+        for sub in ("state", "spool", "log", "munge"):
+            (self.tmp / sub).mkdir(parents=True, exist_ok=True)
+        self.conf = self.tmp / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf), "PATH": f"/usr/bin:/usr/sbin:/bin:{os.environ['PATH']}"}
+        self.pids: list[int] = []
+        programs = {}
+        for program in ("resume", "suspend", "resume-fail"):
+            path = self.tmp / f"provisioner-{program}"
+            path.write_text(f"#!/bin/sh\nSLURM_CONF={self.conf} exec {sys.executable} -m slurm.main "
+                            f"--config {config} {program} \"$1\" >> {self.tmp}/log/{program}.log 2>&1\n")
+            path.chmod(0o755)
+            programs[program] = path
+        sock = self.tmp / "munge" / "sock"
+        self.names = [f"cloud{i}" for i in range(1, nodes + 1)]
+        lines = [
+            "ClusterName=drill", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={free_port()}",
+            f"SlurmdPort={free_port()}", "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
+            f"AuthInfo=socket={sock}", "CredType=cred/munge", f"StateSaveLocation={self.tmp / 'state'}",
+            f"SlurmdSpoolDir={self.tmp / 'spool'}/%n", f"SlurmctldPidFile={self.tmp / 'slurmctld.pid'}",
+            f"SlurmdPidFile={self.tmp}/slurmd-%n.pid", f"SlurmctldLogFile={self.tmp / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={self.tmp}/log/slurmd-%n.log", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "SchedulerType=sched/backfill", "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
+            "ReturnToService=2", "PrivateData=cloud", "SchedulerParameters=bf_interval=1,sched_interval=1",
+            f"ResumeProgram={programs['resume']}", f"SuspendProgram={programs['suspend']}",
+            f"ResumeFailProgram={programs['resume-fail']}", f"SuspendTime={suspend_time}", "SuspendTimeout=10",
+            f"ResumeTimeout={resume_timeout}", f"MaxNodeCount={nodes + 2}", "MessageTimeout=5",
+        ]
+        lines += [f"NodeName={n} CPUs=2 State=CLOUD Port={free_port()}" for n in self.names]
+        lines.append(f"PartitionName=cloud Nodes=cloud[1-{nodes}] Default=YES MaxTime=INFINITE State=UP")
+        self.conf.write_text("\n".join(lines) + "\n")
+        key = self.tmp / "munge" / "key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        subprocess.run(["munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={self.tmp}/munge/pid",
+                        f"--log-file={self.tmp}/munge/log", f"--seed-file={self.tmp}/munge/seed", "-f"],
+                       check=True, timeout=30)
+        self.pids.append(int((self.tmp / "munge" / "pid").read_text()))
+        subprocess.run(["slurmctld", "-f", str(self.conf)], check=True, timeout=30, env=self.env)
+        wait_until(lambda: (self.tmp / "slurmctld.pid").exists(), 30, "slurmctld's pid file")
+        self.pids.append(int((self.tmp / "slurmctld.pid").read_text()))
+        wait_until(lambda: self.run("sinfo", "-h", check=False).returncode == 0, 60, "slurmctld answering")
+
+    def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, env=self.env, check=check)
+
+    def submit(self, *args: str) -> int:
+        out = self.run("sbatch", "--parsable", *args).stdout.strip()
+        return int(out.split(";")[0])
+
+    def jobs(self) -> dict[int, str]:
+        doc = json.loads(self.run("squeue", "--json").stdout)
+        return {j["job_id"]: j["job_state"] for j in doc["jobs"]}
+
+    def nodes(self) -> dict[str, tuple[str, frozenset[str]]]:
+        doc = json.loads(self.run("sinfo", "--json").stdout)
+        return {n["name"]: (n["state"].upper(), frozenset(n["state_flags"])) for n in doc["nodes"]}
+
+    def said(self, program: str) -> str:
+        path = self.tmp / "log" / f"{program}.log"
+        return path.read_text() if path.exists() else ""
+
+    def log(self, lines: int = 40) -> str:
+        path = self.tmp / "log" / "slurmctld.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def stop(self) -> None:
+        for pid in reversed(self.pids):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in self.pids):
+            time.sleep(0.1)
+
+
+def kill_machines(state_dir: Path) -> None:
+    """Kill every slurmd the slurmd provider started (the drill's end: nothing outlives it)."""
+    path = state_dir / "state.json"
+    if not path.exists():
+        return
+    for m in json.loads(path.read_text())["machines"].values():
+        if m.get("pid"):
+            try:
+                os.kill(m["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def machines(state_dir: Path) -> dict[str, Any]:
+    path = state_dir / "state.json"
+    return json.loads(path.read_text())["machines"] if path.exists() else {}

@@ -1,0 +1,180 @@
+"""A v2 provider whose machines are real ``slurmd -b -N NAME`` processes on this host, for the Slurm drills.
+
+A "host" made for node ``cloud3`` is a ``slurmd`` registering as ``cloud3``
+(slurm.conf gives each node its own ``Port=``), started in a session of its
+own so it outlives the call that made it, as a machine outlives the API
+call. Returning it kills the process (a machine powered off); killing it
+behind the daemon's back is a machine lost, which ``reclaims`` reports. Only
+the standard library: the daemon runs it with the contract's minimal
+environment. Settings come from the provider's env_file:
+
+- ``SLURMD_STATE``: the folder of its state (``state.json``) and the slurmds' logs;
+- ``SLURM_CONF``: the slurm.conf the slurmds read; ``SLURMD``: the slurmd binary;
+- ``SLURMD_DELIVER``: ``never`` to accept requests and never start anything
+  (a provider that never delivers); default ``yes``;
+- ``SLURMD_MAX``: the template's ``max_number`` (default 8).
+
+Calls are idempotent by token: a repeated request answers the first one's id
+and starts nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+TEMPLATE = "node"
+
+
+def state_dir() -> Path:
+    return Path(os.environ["SLURMD_STATE"])
+
+
+@contextlib.contextmanager
+def locked() -> Iterator[dict[str, Any]]:
+    """The provider's state, read and written under an exclusive lock (calls may run at once)."""
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = folder / "state.json"
+        state = json.loads(path.read_text()) if path.exists() else {"requests": {}, "machines": {}, "tokens": {}}
+        yield state
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(path)
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in ("Z", "X")
+
+
+def start_slurmd(name: str) -> int:
+    log = open(state_dir() / f"slurmd-{name}.log", "ab")
+    proc = subprocess.Popen([os.environ.get("SLURMD", "slurmd"), "-D", "-b", "-N", name,
+                             "-f", os.environ["SLURM_CONF"]],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    return proc.pid
+
+
+def machine_out(mid: str, m: dict[str, Any]) -> dict[str, Any]:
+    up = alive(m.get("pid"))
+    status = "running" if up and not m.get("returned") else "terminated"
+    return {"machineId": mid, "name": m["name"], "result": "succeed" if status == "running" else "fail",
+            "status": status, "privateIpAddress": "127.0.0.1", "launchtime": int(m["launched"]),
+            "templateId": TEMPLATE}
+
+
+def describe(_doc: dict[str, Any]) -> dict[str, Any]:
+    return {"priority": 10, "cost_per_hour": 0.1, "lead_time_s": 1,
+            "templates": [{"id": TEMPLATE, "max_number": int(os.environ.get("SLURMD_MAX", "8")),
+                           "attributes": {"type": "X86_64", "ncpus": 2}}]}
+
+
+def request(doc: dict[str, Any]) -> dict[str, Any]:
+    token = doc["token"]
+    names = doc.get("names") or []
+    if len(names) != doc["count"] or len(set(names)) != len(names):
+        raise SystemExit(f"request: names {names} are not one per host of count {doc['count']}")
+    with locked() as state:
+        if token in state["tokens"]:
+            return {"requestId": state["tokens"][token], "message": "repeated token"}
+        rid = f"r-{len(state['requests']) + 1}"
+        state["tokens"][token] = rid
+        mids = []
+        for name in names:
+            mid = f"m-{name}-{len(state['machines']) + 1}"
+            pid = start_slurmd(name) if os.environ.get("SLURMD_DELIVER", "yes") != "never" else None
+            state["machines"][mid] = {"name": name, "pid": pid, "launched": time.time(), "request": rid,
+                                      "tags": doc.get("tags", {}), "returned": False}
+            mids.append(mid)
+        state["requests"][rid] = {"action": "request", "machines": mids}
+    return {"requestId": rid, "message": f"{len(mids)} slurmd started"}
+
+
+def ret(doc: dict[str, Any]) -> dict[str, Any]:
+    token = doc["token"]
+    with locked() as state:
+        if token in state["tokens"]:
+            return {"requestId": state["tokens"][token]}
+        rid = f"ret-{len(state['requests']) + 1}"
+        state["tokens"][token] = rid
+        mids = []
+        for m in doc["machines"]:
+            mid = m["machineId"]
+            held = state["machines"].get(mid)
+            if held is None:
+                continue
+            if alive(held.get("pid")):
+                os.kill(held["pid"], signal.SIGKILL)
+            held["returned"] = True
+            mids.append(mid)
+        state["requests"][rid] = {"action": "return", "machines": mids}
+    return {"requestId": rid}
+
+
+def status(doc: dict[str, Any]) -> dict[str, Any]:
+    out = []
+    with locked() as state:
+        for r in doc["requests"]:
+            rid = r["requestId"]
+            req = state["requests"].get(rid)
+            if req is None:
+                out.append({"requestId": rid, "status": "complete_with_error", "message": "no such request"})
+                continue
+            machines = [machine_out(mid, state["machines"][mid]) for mid in req["machines"]]
+            if req["action"] == "return":
+                # A machine whose slurmd is gone is given back: its return succeeded.
+                done = all(not alive(state["machines"][mid].get("pid")) for mid in req["machines"])
+                for m in machines:
+                    m["result"] = "succeed" if m["status"] == "terminated" else "executing"
+                out.append({"requestId": rid, "status": "complete" if done else "running", "machines": machines})
+            else:
+                shown = [m for m in machines if alive(state["machines"][m["machineId"]].get("pid"))]
+                done = len(shown) == len(machines)
+                out.append({"requestId": rid, "status": "complete" if done else "running", "machines": shown})
+    return {"requests": out}
+
+
+def listed(_doc: dict[str, Any]) -> dict[str, Any]:
+    with locked() as state:
+        return {"machines": [machine_out(mid, m) for mid, m in state["machines"].items()
+                             if not m["returned"] and alive(m.get("pid"))], "grants": []}
+
+
+def reclaims(doc: dict[str, Any]) -> dict[str, Any]:
+    """Machines the daemon holds whose slurmd is gone though never returned: lost, as a machine that died."""
+    with locked() as state:
+        lost = [m for m in doc.get("machines", [])
+                if (held := state["machines"].get(m["machineId"])) is not None and held.get("pid")
+                and not held["returned"] and not alive(held["pid"])]
+    return {"requests": [{"machine": m["name"], "machineId": m["machineId"]} for m in lost]}
+
+
+ACTIONS = {"describe": describe, "request": request, "return": ret, "status": status, "list": listed,
+           "reclaims": reclaims}
+
+
+def main(argv: list[str]) -> int:
+    action, _, path = argv[1], argv[2], argv[3]
+    doc = json.loads(Path(path).read_text())
+    print(json.dumps(ACTIONS[action](doc)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
