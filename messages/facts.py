@@ -203,6 +203,7 @@ class RequestChanged(Model):
         "request_completed",
         "request_failed",
         "request_timed_out",
+        "request_called_off",
     ]
     request_id: str
     state: str

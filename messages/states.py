@@ -83,12 +83,16 @@ REQUEST = StateMachine(
             "complete_with_error": "status says it is done and part of it failed",
             "failed": "status says it failed, or the provider does not know it",
             "timed_out": "not done within request_timeout",
+            "called_off": "the scheduler let go of every name it was for before any host came of it: status is "
+                          "asked no more, and what it makes after all is an orphan the search finds",
         },
         "running": {
             "complete": "status says all of it is done",
             "complete_with_error": "status says it is done and part of it failed",
             "failed": "status says it failed, or the provider no longer knows it",
             "timed_out": "not done within request_timeout",
+            "called_off": "the scheduler let go of every name it was for before any host came of it: status is "
+                          "asked no more, and what it makes after all is an orphan the search finds",
         },
     },
     on_restart={
@@ -99,8 +103,9 @@ REQUEST = StateMachine(
         "complete_with_error": OnRestart.KEEP,
         "failed": OnRestart.KEEP,
         "timed_out": OnRestart.KEEP,
+        "called_off": OnRestart.KEEP,
     },
-    terminal=frozenset({"complete", "complete_with_error", "failed", "timed_out"}),
+    terminal=frozenset({"complete", "complete_with_error", "failed", "timed_out", "called_off"}),
 )
 
 INSTANCE = StateMachine(

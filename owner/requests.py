@@ -285,15 +285,43 @@ def late(s: OwnerSettings, req: RequestRecord, result: ScriptResult) -> Effects:
 
 
 def expire(p: Projection, s: OwnerSettings, now: float, busy: Collection[object]) -> Effects:
-    """Requests not done within request_timeout end ``timed_out`` (never while their call still runs)."""
+    """Requests that are over (never while their call still runs): not done within request_timeout
+    (``timed_out``), or made for named nodes the scheduler let go of before any host came of them
+    (``called_off``)."""
     fx = NOTHING
+    made: set[str] | None = None
     for req in p.open(s.name).requests:
         if RequestSettled(req.id) in busy or Carry(req.id).slot in busy:
             continue
         if now - req.created_at > s.policy.request_timeout:
             fx += fail(p, s, req, "timed_out", f"not done within request_timeout {s.policy.request_timeout:.0f}s",
                        None, busy)
+        elif let_go(p, req):
+            if made is None:
+                made = {i.request_id for i in p.open(s.name).instances}
+            if req.id not in made:
+                fx += call_off(p, s, req, busy)
     return fx
+
+
+def let_go(p: Projection, req: RequestRecord) -> bool:
+    """Whether the scheduler no longer wants any of the names a submitted host request is for (it gave up
+    on them at its ResumeTimeout, or suspended them): a request never submitted is carried out first, so
+    that whatever its call made has a provider request id the orphan search can follow."""
+    return bool(req.names) and req.state in ("submitted", "running") and all(
+        (node := p.nodes.get(name)) is not None and not node.wanted for name in req.names)
+
+
+def call_off(p: Projection, s: OwnerSettings, req: RequestRecord, busy: Collection[object]) -> Effects:
+    """End a host request no one waits for: Slurm has put its nodes down and will resume them again with a
+    new order; a machine the provider makes after all is unknown to the facts, so the orphan search finds
+    it and gives it back (or reports it, ``policy.orphans``), as after a timeout. No cooldown strike: the
+    scheduler's patience ran out, which says little about the provider."""
+    gone = sorted({p.nodes[name].reason or "let go" for name in req.names})
+    reason = f"called off: the scheduler let go of {', '.join(req.names)} ({'; '.join(gone)}) before a host came"
+    return write(RequestSettled(req.id), [RequestChanged(kind="request_called_off", request_id=req.id,
+                                                         state="called_off", reason=reason)]) + note(
+        "warning", f"provider {s.name}: request {req.id} {reason}")
 
 
 def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason: str,

@@ -6,6 +6,7 @@ from messages.facts import (
     GrantChanged,
     InstanceChanged,
     InstanceSeen,
+    NodesChanged,
     Order,
     ProviderAdmin,
     RequestChanged,
@@ -198,6 +199,35 @@ def test_edge_to_timed_out_not_while_its_call_runs(hosts):
     assert not expire(p, hosts, late, busy={Carry("r").slot})
     (w,) = expire(p, hosts, late, busy=()).writes
     assert w.payloads[0].state == "timed_out"
+
+
+def named_request(*let_go: str, host: bool = False) -> list:
+    facts = [(None, NodesChanged(kind="nodes_resumed", names=["c1", "c2"], template="t")),
+             ("r", RequestPlanned(action="request", supply="hosts", template="t", count=2, names=["c1", "c2"])),
+             (None, RequestChanged(kind="request_submitted", request_id="r", state="submitted",
+                                   provider_request_id="pr"))]
+    if host:
+        facts.append((None, InstanceSeen(machine_id="m1", name="c1", node="c1", request_id="r", state="running")))
+    if let_go:
+        facts.append((None, NodesChanged(kind="nodes_resume_failed", names=list(let_go),
+                                         reason="ResumeFailProgram")))
+    return facts
+
+
+def test_edge_submitted_to_called_off_once_the_scheduler_let_go_of_every_name_before_a_host_came(hosts):
+    soon = T0 + 5  # well within request_timeout
+    assert not expire(projection("p", named_request()), hosts, soon, busy=()), "its nodes are still wanted"
+    assert not expire(projection("p", named_request("c1")), hosts, soon, busy=()), "c2 still waits for it"
+    assert not expire(projection("p", named_request("c1", "c2", host=True)), hosts, soon, busy=()), \
+        "a host came of it: the request goes on, and the host is returned as its node's"
+    p = projection("p", named_request("c1", "c2"))
+    assert not expire(p, hosts, soon, busy={RequestSettled("r")})
+    (w,) = expire(p, hosts, soon, busy=()).writes
+    (change,) = w.payloads
+    assert (change.kind, change.state) == ("request_called_off", "called_off")
+    assert "c1, c2" in change.reason and "ResumeFailProgram" in change.reason
+    commit(p, "p", expire(p, hosts, soon, busy=()), soon)
+    assert p.requests["r"].state == "called_off" and not p.open("p").requests
 
 
 def test_a_timed_out_units_request_leaves_its_grant_orphaned_and_a_failed_one_failed(units):

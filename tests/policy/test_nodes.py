@@ -122,3 +122,21 @@ def test_a_name_let_go_that_was_never_wanted_is_nothing():
     p = world()
     feed(p, "aws", NodesChanged(kind="nodes_suspended", names=["cloud9"]), now=T0)
     assert p.nodes == {} and round_(p).orders == [] and round_(p).returns == []
+
+
+def test_a_name_given_up_on_while_in_flight_is_ordered_anew_once_its_request_is_called_off_and_resumed():
+    p = world()
+    resume(p, "cloud1")
+    ((_, order),) = round_(p).orders
+    take(p, "o1", order)
+    feed(p, "aws", RequestChanged(kind="request_submitted", request_id="o1.1", state="submitted",
+                                  provider_request_id="x"), now=T0 + 2)
+    feed(p, "aws", NodesChanged(kind="nodes_resume_failed", names=["cloud1"]), now=T0 + 3)
+    resume(p, "cloud1", now=T0 + 4)
+    assert round_(p, T0 + 5).orders == [], "resumed while its request is still open: that request serves it"
+    feed(p, "aws", NodesChanged(kind="nodes_resume_failed", names=["cloud1"]), now=T0 + 6)
+    feed(p, "aws", RequestChanged(kind="request_called_off", request_id="o1.1", state="called_off"), now=T0 + 7)
+    assert round_(p, T0 + 8).orders == [], "given up on and not resumed: nothing ordered"
+    resume(p, "cloud1", now=T0 + 9)
+    ((_, again),) = round_(p, T0 + 10).orders
+    assert again.names == ["cloud1"] and again.count == 1
