@@ -60,6 +60,8 @@ class InstanceRow(BaseModel):
     state: str
     machine_id: str
     name: str
+    #: The scheduler's name for it, when it was made for a named node (``docs/slurm.md``); "" otherwise.
+    node: str
     request_id: str
     launched_at: float | None
     joined_at: float | None

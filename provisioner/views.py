@@ -92,6 +92,7 @@ def instances(p: Projection, now: float) -> list[dict[str, Any]]:
             "state": i.state,
             "machine_id": i.machine_id,
             "name": i.name,
+            "node": i.node or "",
             "request_id": i.request_id,
             "launched_at": i.launched_at,
             "joined_at": i.joined_at,
