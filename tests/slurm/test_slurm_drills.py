@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from messages.states import REQUEST
 from tests.support.daemons import free_port, wait_until
 from tests.support.drills import Cluster
 from tests.support.slurm import SlurmWorld, installed, kill_machines, machines
@@ -66,7 +67,13 @@ class SlurmCluster(Cluster):
         return proc
 
     def live(self) -> list[str]:
-        return sorted(i.host for i in self.state().instances.values() if i.state in LIVE)
+        """The names of hosts standing or being made (a request in flight counts: a machine may come of it)."""
+        p = self.state()
+        hosts = {i.host for i in p.instances.values() if i.state in LIVE}
+        for r in p.requests.values():
+            if r.action == "request" and r.state not in REQUEST.terminal:
+                hosts.update(r.names)
+        return sorted(hosts)
 
 
 @pytest.fixture
@@ -111,3 +118,41 @@ def test_power_saving_three_jobs_resume_three_nodes_run_and_are_given_back(world
 def world_alive(m) -> bool:
     return bool(m.get("pid")) and Path(f"/proc/{m['pid']}").exists() and \
         Path(f"/proc/{m['pid']}/stat").read_text().split(")")[-1].split()[0] not in ("Z", "X")
+
+
+@pytest.mark.timeout(420)
+def test_a_provider_that_never_delivers_the_node_goes_down_resume_fail_ends_it_and_it_can_be_resumed(tmp_path):
+    world = SlurmCluster(tmp_path, deliver="never", idle_time="0s")
+    world.syncs = []
+    try:
+        world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", resume_timeout=25)
+        world.config("a")
+        daemon = world.start("a")
+        world.sync()
+        job = world.slurm.submit("-N1", "-c2", "--wrap", "true")
+        wait_until(lambda: world.live() == ["cloud1"], 90, "a host ordered for the resumed node",
+                   said=lambda: world.slurm.said("resume") + daemon.tail())
+        wait_until(lambda: "nodes_resume_failed" in {f.kind for f in world.c.read()}, 150,
+                   "Slurm giving up on the node at ResumeTimeout and calling ResumeFailProgram",
+                   said=lambda: world.slurm.log() + world.slurm.said("resume-fail"))
+        state, flags = world.slurm.nodes()["cloud1"]
+        assert state == "DOWN" and ("POWERED_DOWN" in flags or "POWERING_DOWN" in flags), (state, flags)
+        wait_until(lambda: world.live() == [], 90, "what was being made for the node ended",
+                   said=daemon.tail)
+        first = {r.id for r in world.state().requests.values() if r.action == "request"}
+        world.slurm.run("scontrol", "update", "nodename=cloud1", "state=resume")
+        wait_until(lambda: world.live() == ["cloud1"], 150, "the node resumed again: a new host ordered for it",
+                   said=lambda: world.slurm.log() + daemon.tail())
+        again = {r.id for r in world.state().requests.values() if r.action == "request"} - first
+        assert len(again) == 1, again
+        world.slurm.run("scancel", str(job))
+    finally:
+        for proc in world.syncs:
+            proc.kill()
+            proc.wait(10)
+        world.close()
+        kill_machines(world.state_dir)
+        if world.slurm is not None:
+            print("----- slurmctld -----\n" + world.slurm.log(60))
+            world.slurm.stop()
+        print(world.tails())

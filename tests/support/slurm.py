@@ -66,7 +66,7 @@ class SlurmWorld:
         key.chmod(0o600)
         subprocess.run(["munged", f"--key-file={key}", f"--socket={sock}", f"--pid-file={self.tmp}/munge/pid",
                         f"--log-file={self.tmp}/munge/log", f"--seed-file={self.tmp}/munge/seed", "-f"],
-                       check=True, timeout=30)
+                       check=True, timeout=30, env=self.env)
         self.pids.append(int((self.tmp / "munge" / "pid").read_text()))
         subprocess.run(["slurmctld", "-f", str(self.conf)], check=True, timeout=30, env=self.env)
         wait_until(lambda: (self.tmp / "slurmctld.pid").exists(), 30, "slurmctld's pid file")
