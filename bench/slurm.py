@@ -19,10 +19,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.floors import p99
+import orjson
+
+from bench.floors import Measured, p99
+from config.models import SlurmConfig, SlurmNodeSet
+from messages.facts import InstanceSeen, NodesChanged, make_fact
 from persistence.controller import open_controller
+from persistence.projection import Projection
 from provisioner.daemon import Daemon
+from slurm import formats
+from slurm.drift import Memory, reconcile
 from slurm.main import power
+from slurm.power import node_sets
 from slurm.sync import Sync
 from tests.support.daemons import HOSTS_SIM, make_config, sim_provider
 
@@ -113,3 +121,62 @@ def resume_to_bound(tmp: Path, smoke: bool) -> tuple[float, float]:
     """p50 and p99 in seconds over 40 resumes (3 in smoke mode)."""
     values = resume_latencies(tmp, 3 if smoke else 40)
     return statistics.median(values), p99(values) if len(values) >= 2 else values[0]
+
+
+#: The sync round's bench: nodes in Slurm's answer, and of them the ones up on a host of the daemon's.
+SYNC_NODES = 10_000
+SYNC_HOSTS = 5_000
+SYNC_ROUNDS = 5
+
+
+def _sinfo_document(n: int, hosts: int) -> bytes:
+    """A ``sinfo --json`` answer of 22.05 (the captured fixture's shape) listing ``n`` cloud nodes: the first
+    ``hosts`` up on the daemon's hosts (a third of them running jobs), the rest powered down."""
+    fixture = Path(__file__).parents[1] / "tests" / "slurm" / "fixtures" / "sinfo-v0.0.38.json"
+    doc = orjson.loads(fixture.read_bytes())
+    model = doc["nodes"][0]
+    nodes = []
+    for k in range(1, n + 1):
+        node = dict(model, name=f"cloud{k}", hostname=f"ip-{k}", address=f"10.0.{k // 250}.{k % 250}")
+        if k <= hosts:
+            node.update(state="allocated" if k % 3 == 0 else "idle", state_flags=["CLOUD"])
+        else:
+            node.update(state="idle", state_flags=["CLOUD", "POWERED_DOWN"])
+        nodes.append(node)
+    doc["nodes"] = nodes
+    return orjson.dumps(doc)
+
+
+def _bound_projection(hosts: int) -> Projection:
+    """The bridge's projection: one named node per host, each host running at its node's address."""
+    p = Projection()
+    facts = [make_fact(NodesChanged(kind="nodes_resumed", names=[f"cloud{k}" for k in range(1, hosts + 1)],
+                                    template="small"), provider="hosts", now=1.0, seq=1)]
+    facts += [make_fact(InstanceSeen(machine_id=f"i-{k}", name=f"ip-{k}", node=f"cloud{k}", state="running",
+                                     private_ip=f"10.0.{k // 250}.{k % 250}"), provider="hosts", now=2.0, seq=k + 1)
+              for k in range(1, hosts + 1)]
+    p.apply_all(facts)
+    return p
+
+
+def sync_round(_: Path, smoke: bool) -> Measured:
+    """Seconds of one sync round over a 10,000-node ``sinfo --json`` (parse, reconcile against the facts, the
+    supply view built), the best of five; the floor: ``orjson.loads`` of the same document."""
+    n, hosts = (1_000, 500) if smoke else (SYNC_NODES, SYNC_HOSTS)
+    text = _sinfo_document(n, hosts)
+    p = _bound_projection(hosts)
+    cfg = SlurmConfig(nodes=[SlurmNodeSet(names=f"cloud[1-{n}]", provider="hosts", template="small")])
+    declared = node_sets(cfg)
+    times, floors = [], []
+    memory = Memory()
+    for _ in range(SYNC_ROUNDS):
+        started = time.perf_counter()
+        r = reconcile(formats.nodes(text), p, cfg, declared, 10.0, memory)
+        times.append(time.perf_counter() - started)
+        if len(r.supply.hosts) != hosts or r.updates or r.facts:
+            raise RuntimeError(f"slurm bench: the round saw {len(r.supply.hosts)} hosts, "
+                               f"{len(r.updates)} updates, {len(r.facts)} facts; expected {hosts}, 0, 0")
+        started = time.perf_counter()
+        orjson.loads(text)
+        floors.append(time.perf_counter() - started)
+    return Measured(min(times), floor=min(floors))
