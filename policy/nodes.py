@@ -16,6 +16,13 @@ the order, request and host last made for it. A round then:
   up on), as soon as it is up, joined or not: the scheduler has stopped
   counting on it.
 
+A host lost after it joined is not replaced under the same resume: the
+scheduler ran work on it and still thinks it runs there. A new host slipped
+under the same name would hide the loss (the jobs would hang, or be said to
+run where nothing runs); the bridge takes the node down instead, so its jobs
+are requeued, and the scheduler resumes it again when it wants it. A host
+lost before it joined is replaced: the scheduler is still waiting for it.
+
 A wanted name's host is the scheduler's to power down, not the idle
 reclaim's (``policy.reclaim`` leaves it alone).
 """
@@ -45,6 +52,9 @@ def covered(node: NodeRecord, view: SupplyView, now: float, order_timeout: float
     inst = view.instances.get(node.instance) if node.instance else None
     if inst is not None and inst.state in STANDS:
         return True
+    if inst is not None and inst.state == "lost" and inst.joined_at is not None \
+            and (inst.history.since("lost") or 0.0) >= node.since:
+        return True  # lost with the scheduler's work on it: the scheduler takes the node down and resumes it anew
     req = view.requests.get(node.request) if node.request else None
     if req is not None and req.state not in REQUEST.terminal:
         return True

@@ -140,3 +140,23 @@ def test_a_name_given_up_on_while_in_flight_is_ordered_anew_once_its_request_is_
     resume(p, "cloud1", now=T0 + 9)
     ((_, again),) = round_(p, T0 + 10).orders
     assert again.names == ["cloud1"] and again.count == 1
+
+
+def test_a_host_lost_after_it_joined_is_not_replaced_until_the_scheduler_resumes_its_node_again():
+    p = world()
+    resume(p, "cloud1")
+    ((_, order),) = round_(p).orders
+    take(p, "o1", order)
+    feed(p, "aws", InstanceSeen(machine_id="i-1", name="ip-1", node="cloud1", request_id="o1.1", state="running"),
+         now=T0 + 2)
+    feed(p, "aws", RequestChanged(kind="request_submitted", request_id="o1.1", state="submitted",
+                                  provider_request_id="x"),
+         RequestChanged(kind="request_completed", request_id="o1.1", state="complete"),
+         InstanceChanged(kind="instance_joined", machine_id="i-1", state="joined"), now=T0 + 3)
+    feed(p, "aws", InstanceChanged(kind="instance_lost", machine_id="i-1", state="lost"), now=T0 + 4)
+    assert round_(p, T0 + 5).orders == [], "its jobs are the scheduler's to requeue: the node is taken down first"
+    feed(p, "aws", NodesChanged(kind="nodes_suspended", names=["cloud1"]), now=T0 + 6)
+    assert round_(p, T0 + 7).orders == []
+    resume(p, "cloud1", now=T0 + 8)
+    ((_, again),) = round_(p, T0 + 9).orders
+    assert again.names == ["cloud1"] and again.count == 1
