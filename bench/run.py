@@ -37,7 +37,7 @@ from bench.persistent import status_calls
 from bench.ready import fill, ready_time, ready_time_cold
 from bench.rss import daemon_rss
 from bench.sim import month
-from bench.slurm import SYNC_NODES, resume_to_bound, sync_round
+from bench.slurm import RESUME_NODES, SYNC_NODES, resume_call, resume_to_bound, sync_round
 from bench.soak import STORM, liar_soak
 from bench.spawn import spawn_latency
 from config.models import ProviderConfig
@@ -300,6 +300,8 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], Any], tuple[Figure, ...]]] = [
     (resume_to_bound, (Figure("Slurm resume -> host bound to its node, p50 (plan, poll, sync every 0.1 s)", "s",
                               0.5, "<="),
                        Figure("  same, p99", "s", 1.0, "<="))),
+    (resume_call, (Figure(f"Slurm ResumeProgram: provisioner-slurm resume of {RESUME_NODES} nodes, a new process",
+                          "s", 1.0, "<="),)),
     (sync_round, (Figure(f"Slurm sync round, {SYNC_NODES:,} nodes in sinfo --json (parse, reconcile, view)", "s",
                          4.0, "<=", "ratio"),)),
     (takeover_seconds, (Figure(f"failover: owner killed -> standby acting (TTL {TTL:g} s)", "s", TTL + 1.0, "<="),)),

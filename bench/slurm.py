@@ -13,7 +13,10 @@ rounds every ``sync_every`` (0.1 s here), the daemon plans and polls every
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -180,3 +183,28 @@ def sync_round(_: Path, smoke: bool) -> Measured:
         orjson.loads(text)
         floors.append(time.perf_counter() - started)
     return Measured(min(times), floor=min(floors))
+
+
+#: Nodes in the one ``resume`` call of its bench, and how many calls it times.
+RESUME_NODES = 100
+RESUME_CALLS = 7
+
+
+def resume_call(tmp: Path, smoke: bool) -> float:
+    """Seconds of ``provisioner-slurm resume cloud[1-100]`` as slurmctld runs it (a new process: interpreter,
+    config, one commit of the facts into a SQLite controller), the median of seven."""
+    cfg_path = tmp / "slurm.yaml"
+    cfg_path.write_text(orjson.dumps({
+        "instance": {"id": "a", "serves": ["hosts"]}, "controller": {"url": f"sqlite:///{tmp / 'state.db'}"},
+        "providers": [{"name": "hosts", "kind": "hosts", "script": {"style": "v2", "path": sys.executable}}],
+        "slurm": {"nodes": [{"names": f"cloud[1-{RESUME_NODES}]", "provider": "hosts", "template": "small"}]},
+    }).decode())
+    open_controller(f"sqlite:///{tmp / 'state.db'}").close()
+    env = {**os.environ, "SLURM_CONF": str(tmp / "no-slurm.conf")}
+    times = []
+    for _ in range(2 if smoke else RESUME_CALLS):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "slurm.main", "--config", str(cfg_path), "resume",
+                        f"cloud[1-{RESUME_NODES}]"], check=True, timeout=60, env=env, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
