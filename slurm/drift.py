@@ -51,6 +51,8 @@ STANDING = frozenset({"requested", "provisioning", "running", "joined", "idle", 
 UP = frozenset({"running", "joined", "idle", "busy"})
 #: What the bridge writes as a node's reason, so a drain it made is known as its own.
 REASON = "provisioner"
+#: The reason this bridge gives a node it takes down because its host is gone.
+HOST_GONE = f"{REASON}: its host is gone"
 
 
 class Node(Protocol):
@@ -171,11 +173,21 @@ def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: 
         if up and not standing and n.name in declared:
             rounds = hostless[n.name] = memory.hostless.get(n.name, 0) + 1
             if rounds >= 2:
-                updates.append(Update(n.name, (("state", "power_down_force"),
-                                               ("reason", f"{REASON}: its host is gone"))))
-                notes.append(f"node {n.name}: Slurm counts it up, but it has no host: powered down, its jobs "
-                             "requeued")
+                # DOWN first: it requeues the node's jobs and ends them there at once, where a power down
+                # alone leaves them completing until Slurm hears from a slurmd that is gone. Then powered down,
+                # so that it can be resumed afresh (below).
+                why = ("reason", HOST_GONE)
+                updates += [Update(n.name, (("state", "down"), why)),
+                            Update(n.name, (("state", "power_down_force"), why))]
+                notes.append(f"node {n.name}: Slurm counts it up, but it has no host: taken down, its jobs "
+                             "requeued, and powered down")
                 hostless.pop(n.name)
+        if n.state == "DOWN" and "POWERED_DOWN" in n.flags and n.reason == HOST_GONE and not standing \
+                and n.name in declared:
+            # Taken down by this bridge for a lost host and now powered down: back to idle~, for Slurm to resume
+            # when it wants it. A node Slurm took down itself (ResumeTimeout) is left to an administrator.
+            updates.append(Update(n.name, (("state", "resume"),)))
+            notes.append(f"node {n.name}: powered down after its host was lost: returned to service (idle~)")
     undeclared: dict[str, float] = {}
     for name, inst in hosts.items():
         if not inst.node or name in listed or inst.state not in STANDING:

@@ -91,8 +91,10 @@ def test_a_node_up_without_a_host_is_powered_down_on_the_second_round_so_its_job
     nodes = [N("cloud1", "ALLOCATED", address="10.0.0.7", hostname="ip-10-0-0-7")]
     first = rnd(nodes, p)
     assert first.updates == [], "one look is not a verdict"
-    (u,) = rnd(nodes, p, first.memory, now=T0 + 20).updates
-    assert u.argv() == ["update", "nodename=cloud1", "state=power_down_force", "reason=provisioner: its host is gone"]
+    down, off = rnd(nodes, p, first.memory, now=T0 + 20).updates
+    assert down.argv() == ["update", "nodename=cloud1", "state=down", "reason=provisioner: its host is gone"], \
+        "DOWN ends its jobs there at once (requeued), where a power down alone leaves them completing"
+    assert off.argv() == ["update", "nodename=cloud1", "state=power_down_force", "reason=provisioner: its host is gone"]
     assert rnd([N("cloud1", flags=frozenset({"CLOUD", "POWERING_UP"}))], p, first.memory).updates == [], \
         "a node being resumed has no host yet: no drift"
 
@@ -147,3 +149,16 @@ def test_pending_jobs_of_the_configured_partitions_become_bundles_one_item_per_s
                                                     ("a|b", None), ("[a|b]", None), ("a*2", None)])
 def test_a_constraint_is_a_selector_only_when_it_asks_for_all_of_its_features(constraint, select):
     assert features_select(constraint) == select
+
+
+def test_a_node_this_bridge_took_down_for_a_lost_host_is_returned_to_service_once_powered_down():
+    p = Projection()
+    made(p, "cloud1", "idle")
+    feed(p, "aws", InstanceChanged(kind="instance_lost", machine_id="i-1", state="lost"), now=T0 + 3)
+    ours = "provisioner: its host is gone"
+    powering = rnd([N("cloud1", "DOWN", frozenset({"CLOUD", "POWERING_DOWN"}), reason=ours)], p)
+    assert powering.updates == [], "still powering down: not yet"
+    (u,) = rnd([N("cloud1", "DOWN", frozenset({"CLOUD", "POWERED_DOWN"}), reason=ours)], p).updates
+    assert u.argv() == ["update", "nodename=cloud1", "state=resume"]
+    slurms = rnd([N("cloud1", "DOWN", frozenset({"CLOUD", "POWERED_DOWN"}), reason="ResumeTimeout reached")], p)
+    assert slurms.updates == [], "a node Slurm took down itself is an administrator's to return"

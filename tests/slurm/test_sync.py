@@ -131,7 +131,8 @@ def test_a_drifted_node_is_recorded_as_a_fact_and_a_failed_scontrol_is_logged_no
     sync.round()
     now[0] += 30
     r = sync.round()
-    assert [u.argv()[:3] for u in r.updates] == [["update", "nodename=cloud3", "state=power_down_force"]]
+    assert [u.argv()[:3] for u in r.updates] == [["update", "nodename=cloud3", "state=down"],
+                                                 ["update", "nodename=cloud3", "state=power_down_force"]]
     assert "Invalid node name specified" in caplog.text
     now[0] += 30
     assert sync.round() is not None, "the service goes on after a refused update"
