@@ -3,6 +3,7 @@ host a real ``slurmd -b -N NAME`` on this machine, and the sync service binds th
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 from messages.states import REQUEST
 from tests.support.daemons import free_port, wait_until
 from tests.support.drills import Cluster
-from tests.support.slurm import SlurmWorld, installed, kill_machines, machines
+from tests.support.slurm import SlurmWorld, installed, kill_machine, kill_machines, machines, node_processes
 
 pytestmark = pytest.mark.slow
 PROVIDER = Path(__file__).parents[1] / "support" / "slurmd_provider.py"
@@ -23,11 +24,13 @@ LIVE = ("requested", "provisioning", "running", "joined", "idle", "busy", "retur
 class SlurmCluster(Cluster):
     """One daemon serving a provider whose machines are local slurmds, and the bridge's config beside it."""
 
-    def __init__(self, tmp: Path, deliver: str = "yes", **policy) -> None:
+    def __init__(self, tmp: Path, deliver: str = "yes", delay: float = 0.0, nodes: int = 4, dynamic: str = "",
+                 **policy) -> None:
         super().__init__(tmp, ttl=3.0, **policy)
-        self.deliver = deliver
+        self.deliver, self.delay, self.nodes, self.dynamic = deliver, delay, nodes, dynamic
         self.state_dir = tmp / "machines"
         self.slurm: SlurmWorld | None = None
+        self.syncs: list[subprocess.Popen] = []
 
     def provider(self, name: str, caller: str) -> dict:
         folder = self.tmp / name
@@ -37,7 +40,8 @@ class SlurmCluster(Cluster):
         env = folder / f"{caller}.env"
         assert self.slurm is not None
         env.write_text(f"SLURMD_STATE={self.state_dir}\nSLURM_CONF={self.slurm.conf}\nSLURMD=/usr/sbin/slurmd\n"
-                       f"SLURMD_DELIVER={self.deliver}\nSLURMD_MAX=8\n")
+                       f"SLURMD_DELIVER={self.deliver}\nSLURMD_DELAY={self.delay}\nSLURMD_MAX={self.nodes * 2}\n"
+                       f"SLURMD_DYNAMIC={self.dynamic}\n")
         env.chmod(0o600)
         return {"name": name, "kind": "hosts", "env_file": str(env),
                 "script": {"style": "v2", "path": str(wrapper), "timeout": "20s"}}
@@ -50,7 +54,8 @@ class SlurmCluster(Cluster):
             "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{self.ttl / 4}s"},
             "policy": self.policy,
             "providers": [self.provider("hosts", instance)],
-            "slurm": {"nodes": [{"names": "cloud[1-4]", "provider": "hosts", "template": "node"}],
+            "slurm": {"partitions": ["dyn"], "drain_after": "5s", "sync_every": "1s"} if self.dynamic else
+                     {"nodes": [{"names": f"cloud[1-{self.nodes}]", "provider": "hosts", "template": "node"}],
                       "sync_every": "1s"},
             "home": str(self.tmp / f"home-{instance}"),
         }
@@ -77,22 +82,36 @@ class SlurmCluster(Cluster):
 
 
 @pytest.fixture
-def world(tmp_path):
-    cluster = SlurmCluster(tmp_path, idle_time="0s")
-    cluster.syncs = []
+def make_world(tmp_path):
+    """A world of the drill's own: ``make_world(deliver=..., delay=..., **policy)``, then ``.slurm`` set by the drill
+    (its slurm.conf's timeouts are the drill's); everything it started is stopped at the end, and its logs shown."""
     assert not installed(), f"Slurm is not installed ({', '.join(installed())}): .ci/run installs it"
-    yield cluster
-    for proc in cluster.syncs:
-        proc.kill()
-        proc.wait(10)
-    cluster.close()
-    kill_machines(cluster.state_dir)
-    if cluster.slurm is not None:
-        print("----- slurmctld -----\n" + cluster.slurm.log(60))
-        cluster.slurm.stop()
-    print(cluster.tails())
+    made: list[SlurmCluster] = []
+
+    def make(deliver: str = "yes", delay: float = 0.0, nodes: int = 4, dynamic: str = "", **policy) -> SlurmCluster:
+        cluster = SlurmCluster(tmp_path, deliver=deliver, delay=delay, nodes=nodes, dynamic=dynamic,
+                               **{"idle_time": "0s", **policy})
+        made.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        for proc in cluster.syncs:
+            proc.kill()
+            proc.wait(10)
+        cluster.close()
+        kill_machines(cluster.state_dir)
+        if cluster.slurm is not None:
+            print("----- slurmctld -----\n" + cluster.slurm.log(60))
+            cluster.slurm.stop()
+        print(cluster.tails())
     sync_log = tmp_path / "sync.log"
     print("----- sync -----\n" + (sync_log.read_text()[-4000:] if sync_log.exists() else ""))
+
+
+@pytest.fixture
+def world(make_world):
+    return make_world()
 
 
 @pytest.mark.timeout(420)
@@ -121,38 +140,156 @@ def world_alive(m) -> bool:
 
 
 @pytest.mark.timeout(420)
-def test_a_provider_that_never_delivers_the_node_goes_down_resume_fail_ends_it_and_it_can_be_resumed(tmp_path):
-    world = SlurmCluster(tmp_path, deliver="never", idle_time="0s")
-    world.syncs = []
-    try:
-        world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", resume_timeout=25)
-        world.config("a")
-        daemon = world.start("a")
-        world.sync()
-        job = world.slurm.submit("-N1", "-c2", "--wrap", "true")
-        wait_until(lambda: world.live() == ["cloud1"], 90, "a host ordered for the resumed node",
-                   said=lambda: world.slurm.said("resume") + daemon.tail())
-        wait_until(lambda: "nodes_resume_failed" in {f.kind for f in world.c.read()}, 150,
-                   "Slurm giving up on the node at ResumeTimeout and calling ResumeFailProgram",
-                   said=lambda: world.slurm.log() + world.slurm.said("resume-fail"))
-        state, flags = world.slurm.nodes()["cloud1"]
-        assert state == "DOWN" and ("POWERED_DOWN" in flags or "POWERING_DOWN" in flags), (state, flags)
-        wait_until(lambda: world.live() == [], 90, "what was being made for the node ended",
-                   said=daemon.tail)
-        first = {r.id for r in world.state().requests.values() if r.action == "request"}
-        world.slurm.run("scontrol", "update", "nodename=cloud1", "state=resume")
-        wait_until(lambda: world.live() == ["cloud1"], 150, "the node resumed again: a new host ordered for it",
-                   said=lambda: world.slurm.log() + daemon.tail())
-        again = {r.id for r in world.state().requests.values() if r.action == "request"} - first
-        assert len(again) == 1, again
-        world.slurm.run("scancel", str(job))
-    finally:
-        for proc in world.syncs:
-            proc.kill()
-            proc.wait(10)
-        world.close()
-        kill_machines(world.state_dir)
-        if world.slurm is not None:
-            print("----- slurmctld -----\n" + world.slurm.log(60))
-            world.slurm.stop()
-        print(world.tails())
+def test_a_provider_that_never_delivers_the_node_goes_down_resume_fail_ends_it_and_it_can_be_resumed(make_world,
+                                                                                                    tmp_path):
+    world = make_world(deliver="never")
+    world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", resume_timeout=25)
+    world.config("a")
+    daemon = world.start("a")
+    world.sync()
+    job = world.slurm.submit("-N1", "-c2", "--wrap", "true")
+    wait_until(lambda: world.live() == ["cloud1"], 90, "a host ordered for the resumed node",
+               said=lambda: world.slurm.said("resume") + daemon.tail())
+    wait_until(lambda: "nodes_resume_failed" in {f.kind for f in world.c.read()}, 150,
+               "Slurm giving up on the node at ResumeTimeout and calling ResumeFailProgram",
+               said=lambda: world.slurm.log() + world.slurm.said("resume-fail"))
+    state, flags = world.slurm.nodes()["cloud1"]
+    assert state == "DOWN" and ("POWERED_DOWN" in flags or "POWERING_DOWN" in flags), (state, flags)
+    wait_until(lambda: world.live() == [], 90, "what was being made for the node ended", said=daemon.tail)
+    (called_off,) = [r for r in world.state().requests.values() if r.action == "request"]
+    assert called_off.state == "called_off", called_off.state
+    world.slurm.run("scontrol", "update", "nodename=cloud1", "state=resume")
+    wait_until(lambda: world.live() == ["cloud1"], 150, "the node resumed again: a new host ordered for it",
+               said=lambda: world.slurm.log() + daemon.tail())
+    again = [r for r in world.state().requests.values() if r.action == "request" and r.id != called_off.id]
+    assert len(again) == 1 and again[0].names == ["cloud1"], again
+    world.slurm.run("scancel", str(job))
+
+
+@pytest.mark.timeout(480)
+def test_kill_9_of_the_owner_between_a_resume_and_its_host_the_standby_makes_the_host_once(make_world, tmp_path):
+    # Machines take 8 s to boot, and boot only while a daemon asks about them: the owner dies in between.
+    world = make_world(delay=8.0)
+    world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml")
+    world.config("a")
+    world.config("b")
+    a = world.start("a")
+    a.wait(lambda: world.owner("provider:hosts") == "a" and world.owner("planner") == "a", "a owns everything")
+    b = world.start("b")
+    world.sync()
+    job = world.slurm.submit("-N1", "-c2", "--wrap", "true")
+    submitted = lambda: [r for r in world.state().requests.values()  # noqa: E731
+                         if r.action == "request" and r.state in ("submitted", "running")]
+    wait_until(lambda: submitted() and not world.state().instances, 90,
+               "the resumed node's request accepted by the provider, no host yet",
+               said=lambda: world.slurm.said("resume") + a.tail())
+    a.kill()
+    wait_until(lambda: world.owner("provider:hosts") == "b", 60, "the standby owning the provider", said=b.tail)
+    wait_until(lambda: world.slurm.jobs().get(job) == "COMPLETED", 240, "the job run on the host the standby saw "
+               "through", said=lambda: world.slurm.log() + b.tail())
+    made = machines(world.state_dir)
+    assert [m["name"] for m in made.values()] == ["cloud1"], "one machine, for the one node: no double"
+    requests = [r for r in world.state().requests.values() if r.action == "request"]
+    assert len(requests) == 1 and requests[0].names == ["cloud1"], [(r.id, r.names) for r in requests]
+    (inst,) = world.state().instances.values()
+    assert inst.node == "cloud1" and inst.machine_id in made
+
+
+@pytest.mark.timeout(600)
+def test_drift_a_host_killed_behind_slurms_back_and_a_host_standing_for_a_powered_down_node(make_world, tmp_path):
+    world = make_world()
+    world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", suspend_time=30)
+    world.config("a")
+    daemon = world.start("a")
+    world.sync()
+    job = world.slurm.submit("-N1", "-c2", "--requeue", "--wrap", "sleep 20")
+    wait_until(lambda: world.slurm.jobs().get(job) == "RUNNING", 150, "the job running on its host",
+               said=lambda: world.slurm.log() + daemon.tail())
+    wait_until(lambda: len(node_processes("cloud1")) >= 2, 60, "the job's step and task on cloud1")
+    ((first, m),) = machines(world.state_dir).items()
+    kill_machine("cloud1", m["pid"])  # the machine dies with its job; Slurm has not noticed
+    wait_until(lambda: "it has no host: taken down" in (tmp_path / "sync.log").read_text(), 120,
+               "the bridge taking down the node whose host is gone",
+               said=lambda: (tmp_path / "sync.log").read_text()[-3000:])
+    wait_until(lambda: world.slurm.jobs().get(job) == "COMPLETED", 300,
+               "the job requeued and run on a new host", said=lambda: world.slurm.log() + daemon.tail())
+    assert restarts(world.slurm, job) >= 1, "the job was requeued, not ended where its host died"
+    assert len(machines(world.state_dir)) == 2, "a second machine made for the requeued job"
+    lost = world.state().instances[f"hosts/{first}"]
+    assert lost.state in ("lost", "returned", "orphaned"), lost.state
+    # A host made for a node Slurm keeps powered down: asked by hand, as a resume Slurm never made.
+    subprocess.run([sys.executable, "-m", "slurm.main", "--config", str(tmp_path / "a.yaml"), "resume", "cloud4"],
+                   check=True, timeout=30, env=world.slurm.env)
+    wait_until(lambda: any(i.node == "cloud4" for i in world.state().instances.values()), 90,
+               "a host made for cloud4", said=daemon.tail)
+    wait_until(lambda: "cloud4" not in world.live(), 90, "the host of the powered-down node given back",
+               said=lambda: (tmp_path / "sync.log").read_text()[-3000:])
+    state, flags = world.slurm.nodes()["cloud4"]
+    assert flags & {"POWERED_DOWN", "POWERING_DOWN"}, (state, flags)
+    state, flags = world.slurm.nodes()["cloud1"]
+    assert state != "DOWN", "the node taken down for its lost host is back in service"
+
+
+@pytest.mark.timeout(480)
+def test_a_hundred_nodes_in_one_resume_one_call_one_order_a_hundred_hosts_all_given_back(make_world, tmp_path):
+    # Machines that run no slurmd (a hundred slurmds would not fit this machine): they never register, so
+    # Slurm gives up on them at ResumeTimeout and the daemon gives back all it made.
+    world = make_world(deliver="records", nodes=100)
+    world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", nodes=100, resume_timeout=40)
+    world.config("a")
+    daemon = world.start("a")
+    world.sync()
+    job = world.slurm.submit("-N100", "--wrap", "true")
+    wait_until(lambda: len(world.live()) == 100 and len(machines(world.state_dir)) == 100, 120,
+               "a hundred hosts made for the hundred resumed nodes",
+               said=lambda: world.slurm.said("resume") + daemon.tail())
+    resumes = [f for f in world.c.read() if f.kind == "nodes_resumed"]
+    assert len(resumes) == 1 and len(resumes[0].payload.names) == 100, "one resume call, all the names in it"
+    orders = [f.payload for f in world.c.read() if f.kind == "order" and f.payload.action == "request"]
+    assert len(orders) == 1 and orders[0].count == 100 and len(set(orders[0].names)) == 100, \
+        [(o.count, len(o.names)) for o in orders]
+    assert sorted(m["name"] for m in machines(world.state_dir).values()) == sorted(world.slurm.names)
+    world.slurm.run("scancel", str(job))
+    wait_until(lambda: {i.state for i in world.state().instances.values()} == {"returned"}, 240,
+               "every host given back once Slurm gave up on its node",
+               said=lambda: world.slurm.said("resume-fail") + daemon.tail())
+    instances = world.state().instances
+    kept = {mid: (m["name"], m["request"], (i.state, i.node) if (i := instances.get(f"hosts/{mid}")) else None)
+            for mid, m in machines(world.state_dir).items() if not m["returned"]}
+    assert len(instances) == 100 and not kept, f"all hundred back at the provider; kept there: {kept}"
+
+
+@pytest.mark.timeout(480)
+def test_dynamic_nodes_eight_pending_jobs_packed_into_one_host_run_then_drained_given_back_and_deleted(make_world,
+                                                                                                     tmp_path):
+    # One dynamic slurmd fits this machine (slurmd -Z takes no Port=): a 16-CPU host holds the eight 2-CPU jobs.
+    world = make_world(dynamic="CPUs=16 RealMemory=16000 Feature=dyn", nodes=2)
+    world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", nodes=2, dynamic=True)
+    world.config("a")
+    daemon = world.start("a")
+    world.sync()
+    jobs = [world.slurm.submit("-p", "dyn", "-c2", "--mem=500", "--wrap", "sleep 10") for _ in range(8)]
+    wait_until(lambda: any(f.kind == "order" for f in world.c.read()), 90, "the pending jobs ordered as hosts",
+               said=lambda: (tmp_path / "sync.log").read_text()[-3000:] + daemon.tail())
+    wait_until(lambda: all(world.slurm.jobs().get(j) == "COMPLETED" for j in jobs), 240,
+               "the eight jobs run on the host the daemon packed them into",
+               said=lambda: world.slurm.log() + daemon.tail())
+    made = machines(world.state_dir)
+    assert [m["name"] for m in made.values()] == ["dyn-1"], "one 16-CPU host for eight 2-CPU jobs"
+    ran_on = {j["job_id"]: j["nodes"] for j in json.loads(world.slurm.run("squeue", "--json").stdout)["jobs"]}
+    assert {ran_on[j] for j in jobs} == {"dyn-1"}, ran_on
+    assert all(restarts(world.slurm, j) == 0 for j in jobs), "no job was cut off by its host's return"
+    wait_until(lambda: world.live() == [] and "dyn-1" not in world.slurm.nodes(), 120,
+               "the idle node drained, its host given back and the node deleted",
+               said=lambda: (tmp_path / "sync.log").read_text()[-3000:] + daemon.tail())
+    (inst,) = world.state().instances.values()
+    assert inst.state == "returned" and inst.name == "dyn-1" and not inst.node, (inst.state, inst.name, inst.node)
+    assert all(m["returned"] for m in machines(world.state_dir).values())
+    said = (world.slurm.tmp / "log" / "slurmctld.log").read_text(errors="replace")
+    assert "node dyn-1 reason set to: provisioner: idle" in said, "drained before it was given back"
+
+
+def restarts(slurm: SlurmWorld, job: int) -> int:
+    """How many times Slurm requeued the job (``squeue --json`` lists finished jobs too)."""
+    doc = json.loads(slurm.run("squeue", "--json").stdout)
+    return next(j["restart_cnt"] for j in doc["jobs"] if j["job_id"] == job)

@@ -29,7 +29,10 @@ def installed() -> list[str]:
 
 
 class SlurmWorld:
-    def __init__(self, tmp: Path, config: Path, nodes: int = 4, suspend_time: int = 10, resume_timeout: int = 120):
+    def __init__(self, tmp: Path, config: Path, nodes: int = 4, suspend_time: int = 10, resume_timeout: int = 120,
+                 dynamic: bool = False):
+        """``dynamic``: no nodes declared, and a partition ``dyn`` of the dynamic nodes with feature ``dyn``
+        (``slurmd -Z``), at most ``nodes`` of them."""
         self.tmp = tmp / "slurm"
         for sub in ("state", "spool", "log", "munge"):
             (self.tmp / sub).mkdir(parents=True, exist_ok=True)
@@ -58,8 +61,13 @@ class SlurmWorld:
             f"ResumeFailProgram={programs['resume-fail']}", f"SuspendTime={suspend_time}", "SuspendTimeout=10",
             f"ResumeTimeout={resume_timeout}", f"MaxNodeCount={nodes + 2}", "MessageTimeout=5",
         ]
-        lines += [f"NodeName={n} CPUs=2 State=CLOUD Port={free_port()}" for n in self.names]
-        lines.append(f"PartitionName=cloud Nodes=cloud[1-{nodes}] Default=YES MaxTime=INFINITE State=UP")
+        if dynamic:
+            self.names = []
+            lines += ["Nodeset=dynamic Feature=dyn",
+                      "PartitionName=dyn Nodes=dynamic Default=YES MaxTime=INFINITE State=UP"]
+        else:
+            lines += [f"NodeName={n} CPUs=2 State=CLOUD Port={free_port()}" for n in self.names]
+            lines.append(f"PartitionName=cloud Nodes=cloud[1-{nodes}] Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
         key = self.tmp / "munge" / "key"
         key.write_bytes(os.urandom(1024))
@@ -77,7 +85,7 @@ class SlurmWorld:
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, env=self.env, check=check)
 
     def submit(self, *args: str) -> int:
-        out = self.run("sbatch", "--parsable", *args).stdout.strip()
+        out = self.run("sbatch", "--parsable", f"--output={self.tmp}/log/job-%j.out", *args).stdout.strip()
         return int(out.split(";")[0])
 
     def jobs(self) -> dict[int, str]:
@@ -123,3 +131,40 @@ def kill_machines(state_dir: Path) -> None:
 def machines(state_dir: Path) -> dict[str, Any]:
     path = state_dir / "state.json"
     return json.loads(path.read_text())["machines"] if path.exists() else {}
+
+
+def node_processes(name: str) -> list[int]:
+    """The job steps (``slurmstepd``) running on node ``name`` and their tasks (``SLURMD_NODENAME`` in their
+    environment), steps first."""
+    tasks = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if f"SLURMD_NODENAME={name}".encode() in env:
+            tasks.append((int(proc.name), int(stat[stat.rindex(")") + 2:].split()[1])))
+    steps = set()
+    for _, parent in tasks:
+        try:
+            if Path(f"/proc/{parent}/cmdline").read_bytes().startswith(b"slurmstepd"):
+                steps.add(parent)
+        except OSError:
+            pass
+    return [*sorted(steps), *(t for t, _ in tasks)]
+
+
+def kill_machine(name: str, pid: int) -> list[int]:
+    """A machine dying at once, as a cloud host does: its slurmd (``pid``), the job steps it started and their
+    tasks, all stopped first (so none reports an end to slurmctld), then killed. The pids killed."""
+    doomed = [pid, *node_processes(name)]
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for p in doomed:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+    return doomed

@@ -11,8 +11,17 @@ environment. Settings come from the provider's env_file:
 - ``SLURMD_STATE``: the folder of its state (``state.json``) and the slurmds' logs;
 - ``SLURM_CONF``: the slurm.conf the slurmds read; ``SLURMD``: the slurmd binary;
 - ``SLURMD_DELIVER``: ``never`` to accept requests and never start anything
-  (a provider that never delivers); default ``yes``;
-- ``SLURMD_MAX``: the template's ``max_number`` (default 8).
+  (a provider that never delivers); ``records`` for machines that run no
+  slurmd at all (up until returned: many hosts on one small machine);
+  default ``yes``;
+- ``SLURMD_MAX``: the template's ``max_number`` (default 8);
+- ``SLURMD_DELAY``: seconds a machine takes to boot (default 0): its slurmd is
+  started by the first call made once they have passed, so a host comes of
+  a request only while a daemon keeps asking about it;
+- ``SLURMD_DYNAMIC``: a dynamic node's ``--conf`` (``CPUs=16 RealMemory=16000
+  Feature=dyn``): machines are named by the provider (``dyn-1`` ...), their
+  slurmd registers with ``-Z`` under that name, and the template's ``ncpus``
+  and ``mem`` are the CPUs and RealMemory it gives.
 
 Calls are idempotent by token: a repeated request answers the first one's id
 and starts nothing.
@@ -63,47 +72,79 @@ def alive(pid: int | None) -> bool:
     return stat[stat.rindex(")") + 2] not in ("Z", "X")
 
 
+def dynamic() -> dict[str, str]:
+    """The dynamic node's ``--conf`` as fields; empty for power-saving nodes."""
+    return dict(field.split("=", 1) for field in os.environ.get("SLURMD_DYNAMIC", "").split())
+
+
 def start_slurmd(name: str) -> int:
     log = open(state_dir() / f"slurmd-{name}.log", "ab")
+    conf = os.environ.get("SLURMD_DYNAMIC", "")
     proc = subprocess.Popen([os.environ.get("SLURMD", "slurmd"), "-D", "-b", "-N", name,
-                             "-f", os.environ["SLURM_CONF"]],
+                             "-f", os.environ["SLURM_CONF"], *(("-Z", "--conf", conf) if conf else ())],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     return proc.pid
 
 
+def up(m: dict[str, Any]) -> bool:
+    """Whether the machine runs: its slurmd lives (or, a record of a machine, it was never returned)."""
+    return not m["returned"] if m.get("record") else alive(m.get("pid"))
+
+
 def machine_out(mid: str, m: dict[str, Any]) -> dict[str, Any]:
-    up = alive(m.get("pid"))
-    status = "running" if up and not m.get("returned") else "terminated"
+    status = "running" if up(m) and not m.get("returned") else "terminated"
     return {"machineId": mid, "name": m["name"], "result": "succeed" if status == "running" else "fail",
             "status": status, "privateIpAddress": "127.0.0.1", "launchtime": int(m["launched"]),
             "templateId": TEMPLATE}
 
 
 def describe(_doc: dict[str, Any]) -> dict[str, Any]:
+    conf = dynamic()
+    shape = {"ncpus": int(conf["CPUs"]), "mem": int(conf["RealMemory"])} if conf else {"ncpus": 2}
     return {"priority": 10, "cost_per_hour": 0.1, "lead_time_s": 1,
             "templates": [{"id": TEMPLATE, "max_number": int(os.environ.get("SLURMD_MAX", "8")),
-                           "attributes": {"type": "X86_64", "ncpus": 2}}]}
+                           "attributes": {"type": "X86_64", **shape}}]}
 
 
 def request(doc: dict[str, Any]) -> dict[str, Any]:
     token = doc["token"]
     names = doc.get("names") or []
-    if len(names) != doc["count"] or len(set(names)) != len(names):
+    if dynamic() and names:
+        raise SystemExit(f"request: names {names} given to a provider of dynamic nodes, which names its own")
+    if not dynamic() and (len(names) != doc["count"] or len(set(names)) != len(names)):
         raise SystemExit(f"request: names {names} are not one per host of count {doc['count']}")
     with locked() as state:
         if token in state["tokens"]:
             return {"requestId": state["tokens"][token], "message": "repeated token"}
+        if dynamic():
+            names = [f"dyn-{len(state['machines']) + i + 1}" for i in range(doc["count"])]
         rid = f"r-{len(state['requests']) + 1}"
         state["tokens"][token] = rid
         mids = []
+        now = time.time()
         for name in names:
             mid = f"m-{name}-{len(state['machines']) + 1}"
-            pid = start_slurmd(name) if os.environ.get("SLURMD_DELIVER", "yes") != "never" else None
-            state["machines"][mid] = {"name": name, "pid": pid, "launched": time.time(), "request": rid,
-                                      "tags": doc.get("tags", {}), "returned": False}
+            state["machines"][mid] = {"name": name, "pid": None, "launched": now, "request": rid,
+                                      "tags": doc.get("tags", {}), "returned": False,
+                                      "boot_at": now + float(os.environ.get("SLURMD_DELAY", "0"))}
             mids.append(mid)
         state["requests"][rid] = {"action": "request", "machines": mids}
-    return {"requestId": rid, "message": f"{len(mids)} slurmd started"}
+        boot(state)
+    return {"requestId": rid, "message": f"{len(mids)} machines booting"}
+
+
+def boot(state: dict[str, Any]) -> None:
+    """Start the slurmd of every machine whose boot time has come (never, for a provider that never delivers)."""
+    deliver = os.environ.get("SLURMD_DELIVER", "yes")
+    if deliver == "never":
+        return
+    now = time.time()
+    for m in state["machines"].values():
+        if m["pid"] is None and not m["returned"] and not m.get("record") and m.get("boot_at", 0) <= now:
+            if deliver == "records":
+                m["record"] = True
+            else:
+                m["pid"] = start_slurmd(m["name"])
 
 
 def ret(doc: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +171,7 @@ def ret(doc: dict[str, Any]) -> dict[str, Any]:
 def status(doc: dict[str, Any]) -> dict[str, Any]:
     out = []
     with locked() as state:
+        boot(state)
         for r in doc["requests"]:
             rid = r["requestId"]
             req = state["requests"].get(rid)
@@ -139,12 +181,12 @@ def status(doc: dict[str, Any]) -> dict[str, Any]:
             machines = [machine_out(mid, state["machines"][mid]) for mid in req["machines"]]
             if req["action"] == "return":
                 # A machine whose slurmd is gone is given back: its return succeeded.
-                done = all(not alive(state["machines"][mid].get("pid")) for mid in req["machines"])
+                done = all(not up(state["machines"][mid]) for mid in req["machines"])
                 for m in machines:
                     m["result"] = "succeed" if m["status"] == "terminated" else "executing"
                 out.append({"requestId": rid, "status": "complete" if done else "running", "machines": machines})
             else:
-                shown = [m for m in machines if alive(state["machines"][m["machineId"]].get("pid"))]
+                shown = [m for m in machines if up(state["machines"][m["machineId"]])]
                 done = len(shown) == len(machines)
                 out.append({"requestId": rid, "status": "complete" if done else "running", "machines": shown})
     return {"requests": out}
@@ -152,8 +194,9 @@ def status(doc: dict[str, Any]) -> dict[str, Any]:
 
 def listed(_doc: dict[str, Any]) -> dict[str, Any]:
     with locked() as state:
+        boot(state)
         return {"machines": [machine_out(mid, m) for mid, m in state["machines"].items()
-                             if not m["returned"] and alive(m.get("pid"))], "grants": []}
+                             if not m["returned"] and up(m)], "grants": []}
 
 
 def reclaims(doc: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +204,7 @@ def reclaims(doc: dict[str, Any]) -> dict[str, Any]:
     with locked() as state:
         lost = [m for m in doc.get("machines", [])
                 if (held := state["machines"].get(m["machineId"])) is not None and held.get("pid")
-                and not held["returned"] and not alive(held["pid"])]
+                and not held["returned"] and not up(held)]
     return {"requests": [{"machine": m["name"], "machineId": m["machineId"]} for m in lost]}
 
 
