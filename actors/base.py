@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 import pykka
 
 from messages.commands import CaughtUp, Committed
-from persistence.projection import pause_gc, resume_gc
+from state.projection import pause_gc, resume_gc
 
 log = logging.getLogger(__name__)
 

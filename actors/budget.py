@@ -27,9 +27,9 @@ from messages.commands import (
     SupplyChanged,
     Tick,
 )
-from persistence.shared import SharedProjection
 from policy.rounds import review_orders
 from policy.settings import plan_settings
+from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 

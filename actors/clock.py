@@ -20,7 +20,7 @@ rate (6 s a minute); a restart takes the wall clock's time at once.
 What the daemon reads from the controller written under another clock (a
 standby on another host, a restart after the clock was set back) can still
 carry a stamp in the future: the projection takes it as now, with a warning
-(``persistence.shared``).
+(``state.shared``).
 """
 
 from __future__ import annotations

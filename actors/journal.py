@@ -11,7 +11,7 @@ sender's messages in order). The commit hook (metrics, the mark, the audit
 log) runs after the subscribers were told and before the replies. The
 tailer's batches go the same way; facts already delivered are skipped by seq.
 
-With a shared projection (``persistence.shared``), the journal applies each
+With a shared projection (``state.shared``), the journal applies each
 batch to it on its own thread before telling any subscriber, so the planner,
 the budget, the read model and the owners read one copy of every fact.
 Subscribers that read it (``Subscribe(shared=True)``) are sent no history:
@@ -59,10 +59,10 @@ from messages.demand import HostEvent, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
-from persistence.host_names import place, place_supply
 from persistence.port import Changes, Controller
-from persistence.shared import SharedProjection
 from persistence.snapshot import Snapshot, SnapshotStore
+from state.host_names import place, place_supply
+from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 
@@ -384,7 +384,7 @@ class JournalActor(Actor):
         return found.placed
 
     def _place_supply(self, view: SupplySnapshot) -> SupplySnapshot:
-        """The scheduler's view with each host's provider named (see ``persistence.host_names``)."""
+        """The scheduler's view with each host's provider named (see ``state.host_names``)."""
         if self.shared is None:
             return view
         with self.shared.reading() as p:

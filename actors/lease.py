@@ -43,7 +43,7 @@ from messages.commands import Append, LeaseRevoked, Reconfigure, Tick
 from messages.errors import ControllerUnavailable
 from messages.facts import LeaseChanged, make_fact
 from persistence.port import Controller
-from persistence.shared import SharedProjection
+from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 

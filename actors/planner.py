@@ -35,10 +35,10 @@ from messages.commands import (
 )
 from messages.demand import DemandSnapshot
 from messages.facts import Fact, Order, make_fact
-from persistence.shared import SharedProjection
 from policy.catalog import Catalog
 from policy.rounds import Proposal, catalog_for, outcome, propose
 from policy.settings import plan_settings
+from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 

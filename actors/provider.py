@@ -56,8 +56,8 @@ from owner.step import answer, step
 from owner.supply import Unlisted, correct, hosts_of
 from owner.units import read_usage
 from persistence.failpoints import failpoint
-from persistence.projection import Projection
-from persistence.shared import SharedProjection
+from state.projection import Projection
+from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 

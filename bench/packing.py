@@ -44,11 +44,11 @@ from pathlib import Path
 from messages.demand import BundleItem, DemandSnapshot
 from messages.description import ProviderDescription, Template
 from messages.records import ProviderRecord
-from persistence.projection import Projection
 from policy.catalog import Catalog, Offer
 from policy.packing import Packing, Wish, pack
 from policy.planning import PlanSettings, plan
 from policy.supply import SupplyView
+from state.projection import Projection
 
 GIB = 1024
 SIZES = [2, 4, 8, 16, 32, 48, 64, 96, 128, 192]

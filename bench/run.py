@@ -48,10 +48,10 @@ from messages.records import ProviderRecord
 from persistence.bench import acquire_bench_lease, fenced_batches, timed_append
 from persistence.controller import open_controller
 from persistence.encoding import stored_fact
-from persistence.projection import Projection
 from persistence.replay import replay
 from policy.planning import Catalog, PlanSettings, plan
 from policy.supply import SupplyView
+from state.projection import Projection
 
 #: Rounds of a figure and its floor, alternated; the best of each is kept (one round in smoke mode).
 ROUNDS = 3

@@ -28,13 +28,13 @@ from bench.floors import Measured, p99
 from config.models import SlurmConfig, SlurmNodeSet
 from messages.facts import InstanceSeen, NodesChanged, make_fact
 from persistence.controller import open_controller
-from persistence.projection import Projection
 from provisioner.daemon import Daemon
 from slurm import formats
 from slurm.drift import Memory, reconcile
 from slurm.main import power
 from slurm.power import node_sets
 from slurm.sync import Sync
+from state.projection import Projection
 from tests.support.daemons import HOSTS_SIM, make_config, sim_provider
 
 #: Seconds a round may take before the bench gives up: something is broken, not slow.

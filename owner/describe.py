@@ -9,8 +9,8 @@ from messages.scripts import ScriptResult
 from owner.calls import Call, Describe
 from owner.effects import NOTHING, Effects, Notes, note, write
 from owner.settings import OwnerSettings
-from persistence.projection import Projection
 from providers.describe import merge_description
+from state.projection import Projection
 
 #: Outcomes that mean the provider cannot work until an operator steps in.
 DISABLING = frozenset({"credentials", "config", "spawn_error"})

@@ -13,8 +13,8 @@ from collections.abc import Collection
 from messages.facts import ProviderHealth
 from owner.effects import NOTHING, Effects, Notes, note, write
 from owner.settings import OwnerSettings
-from persistence.projection import Projection
 from policy.retry import backoff
+from state.projection import Projection
 
 #: ``describe`` failing this many times in a row degrades the provider, until it succeeds again.
 DESCRIBE_FAILURES = 3

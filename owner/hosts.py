@@ -9,7 +9,7 @@ from messages.records import InstanceRecord
 from messages.states import AWAITING_JOIN, INSTANCE
 from owner.effects import NOTHING, Effects, Notes, OrderTaken, ReturnPlanned, write
 from owner.settings import OwnerSettings
-from persistence.projection import Projection
+from state.projection import Projection
 
 #: (the host's record, the event, the event's seq in the controller: None when it has none)
 HostEvent = tuple[InstanceRecord, str, "int | None"]

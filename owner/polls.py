@@ -12,7 +12,7 @@ from owner.effects import NOTHING, Effects, Notes, note, write
 from owner.settings import OwnerSettings
 from owner.status import status_facts
 from owner.units import with_totals
-from persistence.projection import Projection
+from state.projection import Projection
 
 
 def poll(p: Projection, s: OwnerSettings, busy: Collection[object]) -> Effects:

@@ -31,9 +31,9 @@ from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPl
 from owner.returns import return_intent, return_lost
 from owner.settings import OwnerSettings
 from owner.units import going_back, lent, order_parts, total_after, with_totals
-from persistence.projection import Projection
 from policy.retry import backoff, retryable, try_again
 from policy.returns import returns_due
+from state.projection import Projection
 
 #: Why an inherited request of a provider that takes no token is not repeated.
 NO_TOKEN = "unknown outcome after restart: LSF-style scripts take no idempotency token, so the request is not repeated"

@@ -28,7 +28,7 @@ from owner.calls import Call, CheckReclaims, List, ScanStatus
 from owner.effects import Effects, Notes, note, write
 from owner.settings import OwnerSettings
 from owner.units import with_totals
-from persistence.projection import Projection
+from state.projection import Projection
 
 #: Orphan searches and reclaim checks run this many status polls apart (in live and simulated runs alike).
 SCAN_EVERY_POLLS = 12

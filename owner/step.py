@@ -20,7 +20,7 @@ from owner.requests import carried, carry_out, expire, replan_returns, take_orde
 from owner.scans import Sightings, listed, reclaimed, scanned
 from owner.settings import OwnerSettings
 from owner.units import totals, used
-from persistence.projection import Projection
+from state.projection import Projection
 
 
 def step(p: Projection, s: OwnerSettings, now: float, busy: Collection[object], inherited_upto: int) -> Effects:

@@ -22,7 +22,7 @@ from messages.states import INSTANCE, SERVING
 from owner.effects import NOTHING, Effects, Notes, write
 from owner.hosts import being_returned, host_events
 from owner.settings import OwnerSettings
-from persistence.projection import Projection
+from state.projection import Projection
 
 
 @dataclass(frozen=True)

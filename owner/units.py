@@ -11,8 +11,8 @@ from messages.states import BORROWED, GIVABLE
 from owner.calls import Call, ReadUsage
 from owner.effects import NOTHING, Effects, OrderTaken, TotalPublished, UsageSeen, note, write
 from owner.settings import OwnerSettings
-from persistence.projection import Projection
 from policy.reclaim import portions
+from state.projection import Projection
 
 
 def read_usage(s: OwnerSettings, busy: Collection[object]) -> Effects:

@@ -1,1 +1,1 @@
-"""The fact-store and controller-input port, its backends, and projections."""
+"""The fact store and the controller's inputs: the port, its SQLite and etcd backends, replay, snapshots."""

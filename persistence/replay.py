@@ -7,8 +7,8 @@ daemon's journal reads the log its own way (it also feeds its subscribers).
 from __future__ import annotations
 
 from persistence.port import Controller
-from persistence.projection import Projection, bulk
-from persistence.shared import SharedProjection
+from state.projection import Projection, bulk
+from state.shared import SharedProjection
 
 #: Facts read at a time. A page is decoded, then applied, then let go: a small one stays in
 #: the processor's caches in between (100,000 facts replay some 15% faster than in pages of

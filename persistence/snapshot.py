@@ -54,7 +54,7 @@ from messages.records import (
 from messages.states import History
 from persistence.port import Controller
 from persistence.private import private_dir
-from persistence.projection import Part, Projection, bulk
+from state.projection import Part, Projection, bulk
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def _schema() -> str:
     """A digest of the code that decides what a projection holds: any change there voids old snapshots."""
     digest = hashlib.sha256(f"{FORMAT}/{VERSION}".encode())
     for name in ("messages.facts", "messages.description", "messages.records", "messages.states",
-                 "persistence.projection", __name__):
+                 "state.projection", __name__):
         try:
             digest.update(Path(sys.modules[name].__file__ or "").read_bytes())
         except OSError:

@@ -49,7 +49,6 @@ from messages.facts import Fact
 from owner.calls import OnDone
 from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
-from persistence.shared import SharedProjection
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
 from providers.persistent import PersistentRunner
@@ -67,6 +66,7 @@ from provisioner.readmodel import ReadModel
 from provisioner.reload import plan_reload
 from provisioner.resetguard import ControllerReset, Mark, MarkKeeper, accept, check, refusal
 from provisioner.snapshotter import Snapshotter
+from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 

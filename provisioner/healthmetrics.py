@@ -26,9 +26,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from messages.errors import ControllerUnavailable
-from persistence.projection import Projection
 from provisioner import views
 from provisioner.version import version
+from state.projection import Projection
 
 log = logging.getLogger(__name__)
 

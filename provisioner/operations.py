@@ -17,14 +17,14 @@ from lease.port import Lease
 from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
 from messages.facts import Fact, Order, Payload, ProviderAdmin, make_fact
 from messages.states import GRANT, INSTANCE, REQUEST, StateMachine
-from persistence.host_names import live_providers
 from persistence.port import Controller
-from persistence.projection import Projection
 from policy.explain import unservable
 from provisioner import views
 from provisioner.audit import AuditLog
 from provisioner.bulk import Bulk, BulkFilter, orders, select, summary
 from provisioner.readmodel import ReadModel
+from state.host_names import live_providers
+from state.projection import Projection
 
 Steer = Literal["pause", "resume", "drain"]
 STEER_KINDS: dict[str, Literal["provider_paused", "provider_resumed", "provider_drained"]] = {

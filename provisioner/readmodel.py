@@ -1,6 +1,6 @@
 """The cluster-wide view that REST handlers and metrics read: a projection of every fact.
 
-It is the daemon's shared projection (``persistence.shared``), the one the
+It is the daemon's shared projection (``state.shared``), the one the
 journal keeps fed and the planner and budget read. Before each read it is
 also caught up from the controller itself, so every instance of the daemon
 serves the same, current view, owners' facts and others' alike; a fact that
@@ -19,10 +19,10 @@ import threading
 from typing import Iterator, Mapping
 
 from persistence.port import Controller
-from persistence.projection import Projection
 from persistence.replay import catch_up
-from persistence.shared import SharedProjection
 from persistence.snapshot import Snapshot, SnapshotStore, encode
+from state.projection import Projection
+from state.shared import SharedProjection
 
 
 class ReadModel:

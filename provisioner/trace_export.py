@@ -14,7 +14,7 @@ from pathlib import Path
 from config.load import public_url
 from persistence.controller import open_controller
 from persistence.port import DEMAND_HISTORY
-from persistence.projection import Projection
+from state.projection import Projection
 
 #: Facts read per call.
 PAGE = 10_000

@@ -11,9 +11,9 @@ from typing import Any, Mapping
 from lease.port import Lease
 from messages.facts import UNKNOWN
 from messages.states import GRANT, INSTANCE, REQUEST
-from persistence.projection import Projection
 from policy.costs import costs as policy_costs
 from policy.costs import instance_cost as _instance_cost
+from state.projection import Projection
 
 
 def _price(p: Projection, provider: str, key: str | None) -> float:

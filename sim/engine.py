@@ -5,7 +5,7 @@ answers, status polls, hosts joining, planning rounds. There are no
 threads and no sleeping; a month of one-minute demand runs in under a minute.
 
 What is real: every change is a fact made by ``messages.facts.make_fact``
-and applied to a ``persistence.projection.Projection``, so every transition
+and applied to a ``state.projection.Projection``, so every transition
 passes the state machines of ``messages/states.py``; each planning round is
 ``policy.rounds`` (propose, review, outcome), the very code the live
 planner and budget actors run; costs are ``policy.costs``. What is
@@ -49,7 +49,6 @@ from messages.facts import (
     make_fact,
 )
 from messages.records import InstanceRecord
-from persistence.projection import Projection
 from policy.catalog import Catalog
 from policy.due import next_change
 from policy.matching import Selector, amount
@@ -63,6 +62,7 @@ from sim.owner import CallsFor, Owner
 from sim.scheduler import Host, Scheduler
 from sim.trace import Step, Trace
 from sim.view import Recent
+from state.projection import Projection
 
 QUANTUM = 1.0 / 1024
 #: Facts that never change what a round orders or returns: the planner's own, and steps that keep

@@ -29,7 +29,7 @@ from typing import Any
 
 from messages.demand import BundleItem, DemandItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Fact, LeaseChanged, UsageObserved
-from persistence.projection import Projection
+from state.projection import Projection
 
 
 @dataclass

@@ -33,9 +33,9 @@ from typing import Any
 from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, Order, RequestChanged
 from messages.records import GrantRecord, InstanceRecord, ProviderRecord
 from messages.states import GRANT, INSTANCE
-from persistence.projection import Projection
 from policy.costs import costs, grant_cost, instance_cost, price
 from sim.scheduler import Packing
+from state.projection import Projection
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -31,11 +31,11 @@ from owner.scans import SCAN_EVERY_POLLS, Sightings, scan
 from owner.settings import OwnerSettings
 from owner.step import answer, step
 from owner.units import read_usage, totals
-from persistence.projection import Projection
 from policy.retry import backoff
 from sim.calls import News, SimCalls
 from sim.cloud import Cloud
 from sim.config import SimConfig
+from state.projection import Projection
 
 
 class World(Protocol):

@@ -40,10 +40,10 @@ from messages.records import (
     ResourceRecord,
 )
 from messages.states import GRANT, INSTANCE, REQUEST
-from persistence.projection import Projection
 from policy.budget import period_start
 from policy.settings import PlanSettings
 from policy.supply import ARRIVING, SERVING, unresolved
+from state.projection import Projection
 
 #: Request ends that count against a provider in its cooldowns.
 _STRIKES = frozenset({"failed", "timed_out"})

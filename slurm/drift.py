@@ -39,7 +39,7 @@ from config.models import SlurmConfig
 from messages.demand import SupplyHost, SupplySnapshot
 from messages.facts import NodesChanged, Payload
 from messages.records import InstanceRecord
-from persistence.projection import Projection
+from state.projection import Projection
 
 #: Base states of a node that runs work.
 WORKING = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})

@@ -23,10 +23,10 @@ from messages.demand import DemandSnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import make_fact
 from persistence.port import Controller
-from persistence.projection import Projection
 from slurm.drift import Memory, Node, Round, reconcile
 from slurm.dynamic import Job, demand
 from slurm.power import node_sets
+from state.projection import Projection
 
 log = logging.getLogger("provisioner-slurm")
 

@@ -8,7 +8,7 @@ import pytest
 
 from actors.clock import SLEW, SteadyClock
 from messages.facts import InstanceSeen, make_fact
-from persistence.shared import SharedProjection
+from state.shared import SharedProjection
 
 T0 = 1_700_000_000.0
 DAY = 86_400.0
@@ -79,7 +79,7 @@ def test_a_lasting_step_is_caught_up_at_the_slew_rate_and_time_never_runs_backwa
 def test_a_fact_stamped_in_the_future_is_taken_as_stamped_now_with_a_warning(caplog):
     now = [T0]
     shared = SharedProjection(clock=lambda: now[0])
-    caplog.set_level(logging.WARNING, logger="persistence.shared")
+    caplog.set_level(logging.WARNING, logger="state.shared")
     facts = [make_fact(InstanceSeen(machine_id="m1", name="h1", state="running"), provider="p", now=T0 + DAY),
              make_fact(InstanceSeen(machine_id="m2", name="h2", state="running"), provider="p", now=T0 - 5)]
     facts = [f.model_copy(update={"seq": i + 1}) for i, f in enumerate(facts)]

@@ -22,8 +22,8 @@ from config.models import PolicyConfig, ProviderConfig
 from messages.commands import Append, Tick
 from messages.facts import RequestPlanned, make_fact
 from persistence.replay import replay
-from persistence.shared import SharedProjection
 from persistence.sqlite import SqliteController
+from state.shared import SharedProjection
 from tests.support.daemons import wait_until
 from tests.support.fakes import Inbox, ScriptedCalls
 from tests.support.owner_actor import T0, owner

@@ -10,7 +10,7 @@ from actors.lease import LeaseActor, Revocation
 from config.models import Config
 from lease.port import Lease
 from messages.commands import Reconfigure
-from persistence.shared import SharedProjection
+from state.shared import SharedProjection
 from tests.support.lease_world import Recorder
 
 SCRIPT = {"style": "v2", "path": "/bin/true"}

@@ -13,7 +13,7 @@ from messages.facts import InstanceSeen, Order, RequestPlanned, make_fact
 from messages.scripts import Holdings, ScriptResult
 from owner.scans import SCAN_EVERY_POLLS
 from persistence.controller import open_controller
-from persistence.shared import SharedProjection
+from state.shared import SharedProjection
 from tests.support.fakes import Inbox, ScriptedCalls
 from tests.support.owner_actor import CFG, T0, owner
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from messages.facts import GrantChanged, Order, RequestPlanned
-from persistence.projection import Projection
+from state.projection import Projection
 from tests.support.ledger import Graces, draw, machine_spells
 from tests.support.policy import feed
 

@@ -6,9 +6,9 @@ import pytest
 
 from messages.facts import GrantChanged, RequestPlanned, make_fact
 from messages.states import GRANT, OnRestart
-from persistence.projection import Projection
 from policy.returns import MAX_RETURNS, ORPHANS, given_up, returns_due
 from providers.contract import ContractError, build_input
+from state.projection import Projection
 
 T0 = 1_000.0
 

@@ -6,9 +6,9 @@ from messages.demand import HostItem
 from messages.facts import ProviderAdmin
 from owner.effects import Notes
 from owner.health import DEGRADED_DESCRIBE_EVERY, DESCRIBE_EVERY, describe_again, health, why_degraded
-from persistence.projection import Projection
 from policy.planning import PlanSettings, plan
 from provisioner.views import provider_details
+from state.projection import Projection
 from tests.support.facts import T0, commit, kinds, projection
 from tests.support.policy import demand, view
 from tests.support.policy import hosts as offering

@@ -25,11 +25,11 @@ from messages.demand import HostEvent
 from messages.description import ProviderDescription
 from messages.facts import Fact, Order, make_fact
 from persistence.controller import open_controller
-from persistence.shared import SharedProjection
 from sim.calls import News
 from sim.config import SimConfig
 from sim.engine import Engine
 from sim.trace import Trace
+from state.shared import SharedProjection
 from tests.support.scripted import AnsweringCalls, ScriptedProvider
 
 T0 = 1_700_000_000.0

@@ -4,7 +4,7 @@ from bench.ready import fill
 from messages.facts import InstanceChanged, InstanceSeen, LeaseChanged, RequestChanged, RequestPlanned, make_fact
 from persistence import replay as views
 from persistence.controller import open_controller
-from persistence.projection import Projection
+from state.projection import Projection
 
 
 def _facts():

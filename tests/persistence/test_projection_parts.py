@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from messages.facts import InstanceChanged, InstanceSeen, Order, RequestChanged, RequestPlanned, make_fact
-from persistence.projection import Projection
 from persistence.snapshot import decode, encode
+from state.projection import Projection
 from tests.support.snapshots import varied_log
 
 T0 = 1_000.0

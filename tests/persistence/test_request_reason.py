@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from messages.facts import RequestChanged, RequestPlanned
-from persistence.projection import Projection
 from provisioner.views import requests
+from state.projection import Projection
 from tests.support.policy import T0, feed
 
 

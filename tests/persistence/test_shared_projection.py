@@ -7,7 +7,7 @@ from actors.journal import JournalActor
 from messages.commands import Append, CaughtUp, Committed, Subscribe
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
-from persistence.shared import SharedProjection
+from state.shared import SharedProjection
 from tests.support.fakes import Inbox
 
 

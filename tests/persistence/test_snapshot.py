@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from messages.facts import Fact
-from persistence.projection import Projection
 from persistence.snapshot import Snapshot, decode, encode
 from policy.costs import costs
 from provisioner import views
+from state.projection import Projection
 from tests.support.facts import state
 from tests.support.snapshots import UNITS, varied_log
 
@@ -21,7 +21,7 @@ NOW = 9_000.0
 
 @pytest.fixture(autouse=True)
 def _quiet(caplog):
-    caplog.set_level(logging.ERROR, logger="persistence.projection")  # the log's illegal facts are expected
+    caplog.set_level(logging.ERROR, logger="state.projection")  # the log's illegal facts are expected
 
 
 def replay(facts: list[Fact], only: Any = None) -> Projection:

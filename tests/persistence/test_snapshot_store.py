@@ -18,7 +18,7 @@ from tests.support.snapshots import varied_log
 
 @pytest.fixture
 def log_db(tmp_path, caplog):
-    caplog.set_level(logging.ERROR, logger="persistence.projection")
+    caplog.set_level(logging.ERROR, logger="state.projection")
     c = open_controller(f"sqlite:///{tmp_path / 'log.db'}")
     c.append([f.model_copy(update={"seq": None}) for f in varied_log(11, steps=300)])
     yield c

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from persistence.projection import Projection
 from policy.cooldown import cooldowns
+from state.projection import Projection
 from tests.support.policy import T0, completed_request, failed_request
 
 

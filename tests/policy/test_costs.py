@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from messages.facts import GrantChanged, InstanceChanged, RequestPlanned
-from persistence.projection import Projection
 from policy.costs import accrued, costs
+from state.projection import Projection
 from tests.support.policy import T0, feed, hosts, idle_host, units
 
 

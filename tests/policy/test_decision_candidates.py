@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.description import Template
 from messages.records import ProviderRecord
-from persistence.projection import Projection
 from policy.explain import unservable
 from policy.planning import PlanSettings, plan
+from state.projection import Projection
 from tests.support.policy import T0, demand, failed_request, hosts, units, view
 
 SETTINGS = PlanSettings(cooldown=60, join_grace=30, order_timeout=600)

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 from messages.demand import BundleItem
 from messages.facts import Decision, InstanceChanged, InstanceSeen, Load, Order, RequestChanged, RequestPlanned
-from persistence.projection import Projection
 from policy.due import AFTER, next_change
 from policy.settings import PlanSettings
 from policy.supply import bundles_in_flight
+from state.projection import Projection
 from tests.support.policy import T0, demand, feed, hosts, idle_host, view
 
 PROVS = {"a": hosts("a")}  # a-t: 8 CPUs, X86_64

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from messages.demand import BundleItem, HostItem
 from messages.facts import Order
-from persistence.projection import Projection
 from policy.planning import PlanSettings, plan
+from state.projection import Projection
 from tests.support.policy import T0, demand, feed, hosts, view
 
 SETTINGS = PlanSettings(cooldown=60, join_grace=30, order_timeout=600)

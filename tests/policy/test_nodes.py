@@ -5,11 +5,11 @@ from __future__ import annotations
 from messages.facts import InstanceChanged, InstanceSeen, NodesChanged, Order, RequestChanged, RequestPlanned
 from messages.scripts import StatusReport
 from owner.status import status_facts
-from persistence.projection import Projection
 from policy.budget import BudgetLimits
 from policy.catalog import Catalog
 from policy.rounds import propose, review_orders
 from policy.settings import PlanSettings
+from state.projection import Projection
 from tests.support.policy import T0, feed, hosts
 
 SETTINGS = PlanSettings(cooldown=60, join_grace=30, order_timeout=600)

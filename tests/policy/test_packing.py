@@ -5,13 +5,13 @@ from __future__ import annotations
 from messages.demand import BundleItem, HostItem
 from messages.description import Template
 from messages.facts import InstanceChanged, InstanceSeen, Order, RequestPlanned
-from persistence.projection import Projection
 from policy.budget import BudgetLimits, Headroom, Usage, review
 from policy.catalog import Offer
 from policy.limits import ProviderLimits
 from policy.packing import OfferRoom, Wish, drop_hosts, pack
 from policy.planning import PlanSettings, plan
 from policy.rounds import CUT, dry_run, with_cuts
+from state.projection import Projection
 from tests.support.policy import T0, demand, feed, hosts, view
 
 

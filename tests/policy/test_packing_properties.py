@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from messages.demand import BundleItem, DemandSnapshot
 from messages.description import ProviderDescription, Template
 from messages.records import ProviderRecord
-from persistence.projection import Projection
 from policy.catalog import Offer
 from policy.packing import OfferRoom, Wish, pack
 from policy.planning import PlanSettings, plan
+from state.projection import Projection
 from tests.support.policy import T0, feed, view
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

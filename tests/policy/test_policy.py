@@ -9,11 +9,11 @@ from messages.demand import DemandSnapshot, HostItem, UnitItem
 from messages.description import Pool, ProviderDescription, Template
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, Order, RequestChanged, RequestPlanned, make_fact
 from messages.records import ProviderRecord
-from persistence.projection import Projection
 from policy.granularity import size
 from policy.planning import PlanSettings, plan
 from policy.reclaim import reclaim
 from policy.supply import SupplyView, in_flight
+from state.projection import Projection
 
 SETTINGS = PlanSettings(cooldown=60, join_grace=30, order_timeout=600)
 

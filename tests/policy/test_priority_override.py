@@ -6,10 +6,10 @@ from config.models import ProviderConfig
 from messages.demand import HostItem
 from messages.description import ProviderDescription, Template
 from messages.records import ProviderRecord
-from persistence.projection import Projection
 from policy.catalog import Catalog
 from policy.planning import PlanSettings, plan
 from providers.describe import merge_description
+from state.projection import Projection
 from tests.support.policy import T0, demand, view
 
 SETTINGS = PlanSettings(cooldown=60, join_grace=30, order_timeout=600)

@@ -9,13 +9,13 @@ from messages.demand import DemandSnapshot, HostItem
 from messages.description import ProviderDescription, Template
 from messages.facts import GrantChanged, InstanceChanged, Order, RequestPlanned
 from messages.records import ProviderRecord
-from persistence.projection import Projection
 from policy.budget import BudgetLimits, Headroom, Usage, review
 from policy.catalog import Catalog
 from policy.limits import ProviderLimits
 from policy.planning import PlanSettings, plan
 from policy.reclaim import reclaim
 from policy.supply import held
+from state.projection import Projection
 from tests.support.policy import T0, failed_request, feed, idle_host, units, view
 
 PRICES = st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0])

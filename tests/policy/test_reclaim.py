@@ -5,9 +5,9 @@ from __future__ import annotations
 from messages.demand import HostItem
 from messages.facts import Decision, GrantChanged, RequestPlanned
 from messages.records import DecisionRecord
-from persistence.projection import Projection
 from policy.limits import ProviderLimits
 from policy.reclaim import reclaim, wanted_until
+from state.projection import Projection
 from tests.support.policy import T0, demand, feed, hosts, idle_host, units, view
 
 PROVS = {"a": hosts("a")}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from messages.demand import HostItem, UnitItem
 from messages.facts import Order
-from persistence.projection import Projection
 from policy.catalog import Catalog
 from policy.planning import PlanSettings, plan
+from state.projection import Projection
 from tests.support.policy import T0, demand, failed_request, feed, hosts, units, view
 
 SETTINGS = PlanSettings(cooldown=60, join_grace=30, order_timeout=600)

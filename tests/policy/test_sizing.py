@@ -9,11 +9,11 @@ import pytest
 
 from messages.demand import HostItem
 from messages.facts import InstanceSeen, Order, RequestPlanned
-from persistence.projection import Projection
 from policy.budget import BudgetLimits, period_start
 from policy.limits import ProviderLimits
 from policy.planning import PlanSettings, plan
 from policy.supply import in_flight
+from state.projection import Projection
 from tests.support.policy import T0, demand, failed_request, feed, hosts, view
 
 D = demand(HostItem(id="d", count=6))

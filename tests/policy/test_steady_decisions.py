@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from messages.demand import DemandSnapshot, HostItem
 from messages.facts import make_fact
-from persistence.projection import Projection
 from policy.catalog import Catalog
 from policy.rounds import outcome, propose
 from policy.settings import PlanSettings
+from state.projection import Projection
 from tests.support.policy import T0, hosts
 
 

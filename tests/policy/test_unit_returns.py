@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from messages.demand import UnitItem
 from messages.facts import GrantChanged, Order, RequestPlanned, UsageObserved
 from messages.records import ResourceRecord
-from persistence.projection import Projection
 from policy.granularity import size_down
 from policy.reclaim import reclaim
+from state.projection import Projection
 from tests.support.policy import T0, demand, feed, units, view
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from messages.facts import InstanceChanged, InstanceSeen, RequestPlanned
-from persistence.projection import Projection
 from provisioner.bulk import BulkFilter, NoFilter, orders, select, summary
+from state.projection import Projection
 from tests.support.policy import T0, feed
 
 HOUR = 3600.0

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from messages.facts import InstanceSeen, NodesChanged
-from persistence.projection import Projection
 from provisioner import views
 from provisioner.apimodels import InstanceRow
+from state.projection import Projection
 from tests.support.policy import T0, feed, hosts
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from config.models import SlurmConfig
 from messages.facts import InstanceChanged, InstanceSeen, NodesChanged, RequestPlanned
-from persistence.projection import Projection
 from slurm.drift import Memory, reconcile
 from slurm.dynamic import demand, features_select
+from state.projection import Projection
 from tests.support.policy import T0, feed
 
 CFG = SlurmConfig.model_validate({"nodes": [{"names": "cloud[1-4]", "provider": "aws", "template": "t"}]})

@@ -11,9 +11,9 @@ import yaml
 
 from config.models import Config
 from persistence.controller import open_controller
-from persistence.projection import Projection
 from persistence.replay import replay
 from provisioner.daemon import Daemon
+from state.projection import Projection
 from tests.support.daemons import HOSTS_SIM, UNITS_SIM, make_config, sim_provider, wait_state
 
 #: role -> (token name, token value); values are long random-looking strings a test can search for.

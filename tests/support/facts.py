@@ -9,8 +9,8 @@ from typing import Any
 
 from messages.facts import Decision, Payload, make_fact
 from owner.effects import Effects
-from persistence.projection import Part, Projection
-from persistence.shared import SharedProjection
+from state.projection import Part, Projection
+from state.shared import SharedProjection
 
 T0 = 1_000_000.0
 

@@ -8,7 +8,7 @@ from typing import Any
 from actors.lease import LeaseActor, Revocation
 from config.models import Config
 from lease.port import Lease
-from persistence.shared import SharedProjection
+from state.shared import SharedProjection
 
 ROLES = {"planner", "provider:hosts", "provider:units"}
 

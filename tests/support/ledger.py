@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from persistence.projection import Projection
+from state.projection import Projection
 
 #: Instance states in which the facts hold a machine: on its way, serving, being given back, or an
 #: orphan to give back or report. Any other state (or no record) says it is gone.

@@ -11,8 +11,8 @@ from actors.pacing import FirstScans
 from actors.provider import ProviderActor
 from config.models import PolicyConfig, ProviderConfig
 from persistence.controller import open_controller
-from persistence.shared import SharedProjection
 from persistence.sqlite import SqliteController
+from state.shared import SharedProjection
 from tests.support.fakes import Inbox, ScriptedCalls
 
 T0 = 1_000_000.0

@@ -6,8 +6,8 @@ from messages.demand import DemandSnapshot
 from messages.description import Pool, ProviderDescription, Template
 from messages.facts import InstanceChanged, InstanceSeen, Order, RequestChanged, RequestPlanned, make_fact
 from messages.records import ProviderRecord
-from persistence.projection import Projection
 from policy.supply import SupplyView
+from state.projection import Projection
 
 T0 = 1_700_000_000.0
 

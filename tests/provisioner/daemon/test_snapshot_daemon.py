@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def controller(tmp_path, caplog):
-    caplog.set_level(logging.ERROR, logger="persistence.projection")
+    caplog.set_level(logging.ERROR, logger="state.projection")
     c = open_controller(f"sqlite:///{tmp_path / 'log.db'}")
     c.append([f.model_copy(update={"seq": None}) for f in varied_log(21, steps=300)[:250]])
     yield c

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from messages.facts import InstanceChanged, InstanceSeen, Load, Order, RequestChanged, RequestPlanned, make_fact
-from persistence.projection import Projection
 from policy.rounds import supply_view
 from policy.settings import PlanSettings
 from policy.supply import bundles_in_flight
 from sim.view import Recent, horizon
+from state.projection import Projection
 
 T0 = 1_700_000_000.0
 SETTINGS = PlanSettings(join_grace=60, order_timeout=900)

@@ -28,7 +28,7 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Iterator, Sequence
 
-from persistence.projection import Projection, pause_gc, resume_gc
+from state.projection import Projection, pause_gc, resume_gc
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ from messages.records import (
     ResourceRecord,
 )
 from messages.states import GRANT, INSTANCE, REQUEST, RETURNING, SERVING, History, IllegalTransition
-from persistence.decisions import ItemDecisions
+from state.decisions import ItemDecisions
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class Projection:
         self.parts: dict[str, Part] = {}
         #: the last decisions, whatever their item (for people: the decisions view)
         self.decisions: deque[DecisionRecord] = deque(maxlen=keep_decisions)
-        #: per item, the decisions a planning round reads (``persistence.decisions``)
+        #: per item, the decisions a planning round reads (``state.decisions``)
         self.item_decisions = ItemDecisions()
         self.budget_events: deque[tuple[float, BudgetEvent]] = deque(maxlen=keep_decisions)
         self.anomalies: deque[str] = deque(maxlen=100)

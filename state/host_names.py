@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from messages.demand import HostEvent, SupplySnapshot
-from persistence.projection import Projection
+from state.projection import Projection
 
 
 @dataclass
