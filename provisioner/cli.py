@@ -442,7 +442,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_sim(args: argparse.Namespace) -> int:
     """Replay a demand trace against simulated providers under one or more policy variants."""
     from sim.from_daemon import load_any
-    from sim.report import simulate, table, variants, write_outputs
+    from sim.report import NoPlots, simulate, table, variants, write_outputs
     from sim.trace import read_trace
 
     if not args.config:
@@ -455,12 +455,17 @@ def cmd_sim(args: argparse.Namespace) -> int:
     chosen = variants(args.policy_set, args.compare)
     results = simulate(raw, trace, chosen, "--policy-set/--compare")
     out = Path(args.out)
-    written = write_outputs(out, results, trace, args.config, plots=not args.no_plots)
+    try:
+        written, no_plots = write_outputs(out, results, trace, args.config, plots=not args.no_plots), None
+    except NoPlots as exc:  # the report is written: show it, then say why the plots are missing
+        written, no_plots = [out / "report.json", out / "series.csv"], exc
     print(f"{trace.file}: {len(trace.steps)} steps over {trace.span / 3600:.1f} h, {len(results)} variant(s)")
     for line in dict.fromkeys(w for r in results for w in r.warnings):
         print(f"warning: {line}")
     print(table(results))
     print(f"wrote {', '.join(str(p.relative_to(out)) for p in written)} in {out}")
+    if no_plots is not None:
+        raise CliError(str(no_plots))
     return 0
 
 

@@ -84,10 +84,20 @@ def write_outputs(out: Path, results: list[Result], trace: Trace, config: str, p
     written[0].write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     _series(written[1], results)
     if plots:
-        from sim.plots import draw  # matplotlib loads slowly: only when plots are wanted
-
+        try:
+            from sim.plots import draw  # matplotlib loads slowly: only when plots are wanted
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] != "matplotlib":
+                raise
+            raise NoPlots("sim: matplotlib is not installed, so no plots were drawn: install the sim extra "
+                          "(pip install 'provisioner[sim]') or pass --no-plots; report.json and series.csv "
+                          f"are in {out}") from None
         written += draw(out, results)
     return written
+
+
+class NoPlots(Exception):
+    """The report and the series were written, but plots were asked for and matplotlib is missing."""
 
 
 def _series(path: Path, results: list[Result]) -> None:

@@ -14,9 +14,15 @@ import sys
 import traceback
 from typing import Any
 
-from providers.ec2.errors import BAD_INPUT, FAILED, OK, USAGE, ProviderError, describe, exit_code, scrub
-
 NAME = "provisioner-ec2"
+try:
+    from providers.ec2.errors import BAD_INPUT, FAILED, OK, USAGE, ProviderError, describe, exit_code, scrub
+except ModuleNotFoundError as exc:  # boto3 is the ec2 extra: say so rather than a traceback
+    if (exc.name or "").split(".")[0] not in ("boto3", "botocore"):
+        raise
+    MISSING: str | None = (exc.name or "").split(".")[0]
+else:
+    MISSING = None
 MUTATING = ("request", "return")
 USAGE_TEXT = (
     f"usage: {NAME} ACTION -f INPUT.json\n"
@@ -29,6 +35,10 @@ USAGE_TEXT = (
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if MISSING:
+        sys.stderr.write(f"{NAME}: {MISSING} is not installed: the EC2 provider needs the ec2 extra "
+                         "(pip install 'provisioner[ec2]')\n")
+        return 1
     if argv[:1] in (["-h"], ["--help"]):
         sys.stdout.write(USAGE_TEXT)
         return OK
