@@ -37,7 +37,8 @@ def test_the_ec2_provider_without_boto3_names_the_extra_in_one_line(tmp_path):
 
 
 def test_sim_without_matplotlib_writes_its_report_then_says_how_to_get_the_plots(tmp_path):
-    cfg = daemon_config(tmp_path, [sim_provider(tmp_path, "hosts", HOSTS_SIM), sim_provider(tmp_path, "units", UNITS_SIM)])
+    cfg = daemon_config(tmp_path, [sim_provider(tmp_path, "hosts", HOSTS_SIM),
+                                   sim_provider(tmp_path, "units", UNITS_SIM)])
     out = tmp_path / "out"
     r = without(("matplotlib",), "from provisioner.cli import main\n"
                 f"sys.exit(main(['sim', '--config', {str(cfg)!r}, '--trace', {str(write_trace(tmp_path))!r}, "
