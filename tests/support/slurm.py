@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,11 @@ class SlurmWorld:
         """``dynamic``: no nodes declared, and a partition ``dyn`` of the dynamic nodes with feature ``dyn``
         (``slurmd -Z``), at most ``nodes`` of them."""
         self.tmp = tmp / "slurm"
-        for sub in ("state", "spool", "log", "munge"):
+        for sub in ("state", "log", "munge"):
             (self.tmp / sub).mkdir(parents=True, exist_ok=True)
+        # A socket's path holds at most 107 bytes: slurmstepd makes one per job step in the spool folder, and
+        # under pytest-xdist's deeper tmp paths a job's launch failed (requeued for good). Sockets go here.
+        self.sockets = Path(tempfile.mkdtemp(prefix="slurm-"))
         self.conf = self.tmp / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf), "PATH": f"/usr/bin:/usr/sbin:/bin:{os.environ['PATH']}"}
         self.pids: list[int] = []
@@ -46,13 +50,13 @@ class SlurmWorld:
                             f"--config {config} {program} \"$1\" >> {self.tmp}/log/{program}.log 2>&1\n")
             path.chmod(0o755)
             programs[program] = path
-        sock = self.tmp / "munge" / "sock"
+        sock = self.sockets / "munge"
         self.names = [f"cloud{i}" for i in range(1, nodes + 1)]
         lines = [
             "ClusterName=drill", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={free_port()}",
             f"SlurmdPort={free_port()}", "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge",
             f"AuthInfo=socket={sock}", "CredType=cred/munge", f"StateSaveLocation={self.tmp / 'state'}",
-            f"SlurmdSpoolDir={self.tmp / 'spool'}/%n", f"SlurmctldPidFile={self.tmp / 'slurmctld.pid'}",
+            f"SlurmdSpoolDir={self.sockets}/%n", f"SlurmctldPidFile={self.tmp / 'slurmctld.pid'}",
             f"SlurmdPidFile={self.tmp}/slurmd-%n.pid", f"SlurmctldLogFile={self.tmp / 'log' / 'slurmctld.log'}",
             f"SlurmdLogFile={self.tmp}/log/slurmd-%n.log", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
             "SchedulerType=sched/backfill", "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
@@ -113,6 +117,7 @@ class SlurmWorld:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in self.pids):
             time.sleep(0.1)
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 def kill_machines(state_dir: Path) -> None:
