@@ -14,7 +14,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -495,6 +495,23 @@ def one_line(exc: ValidationError, data: Any = None, root: Any = None, *, where:
     place = f"{where.file}:{where.line(at)}: " if where is not None else f"{file}: " if file else ""
     more = f" ({len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{place}{path + ': ' if path else ''}{message}{more}"
+
+
+def in_words(errors: Iterable[Mapping[str, Any]], data: Any, root: Any, *,
+             hidden: Mapping[Elems, str] | None = None, reword: Reword | None = None) -> list[tuple[Elems, str, str]]:
+    """Pydantic's errors (``ValidationError.errors()``, their locations within ``data``) in words, one per
+    problem: ``(elems, place, message)``. ``elems`` is where in ``data`` the problem is, without union tags;
+    ``place`` says it for people, a list entry named by its id or name (``items[0] (id 'gpu').count``, as
+    ``one_line`` says it). ``root`` is ``data``'s model (None when unknown: the messages are a little
+    plainer); ``hidden`` and ``reword`` as for ``describe_error``."""
+    described = [describe_error(e, data, hidden or {}, root, reword) for e in errors]
+    out = []
+    for elems, message in _in_words(_meant(described) or described):
+        at = elems
+        if elems and isinstance(elems[-1], str) and message.startswith(f"{elems[-1]}."):
+            at = elems[:-1]  # the message names the key itself (``select.ncpus: >= needs a number``)
+        out.append((elems, labelled(at, data), message))
+    return out
 
 
 def validation_issues(
