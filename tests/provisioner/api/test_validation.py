@@ -13,6 +13,9 @@ BAD = [
      "body.items[0].kind", "body.items[0] (id 'd1').kind: expected one of 'hosts', 'units', 'bundles', got 'gpus'"),
     ("PUT", "/v1/demand", "scheduler", {"json": {"items": [{"id": "d1", "kind": "units", "count": 1}]}},
      "body.items[0].resource", "body.items[0] (id 'd1').resource: missing required field"),
+    ("PUT", "/v1/demand", "scheduler", {"json": {"items": [{"id": "j", "kind": "bundles", "count": 2,
+                                                            "resources": {"ncpus": 1}, "exclusiv": True}]}},
+     "body.items[0].exclusiv", "body.items[0] (id 'j').exclusiv: unknown field (did you mean 'exclusive'?)"),
     ("PUT", "/v1/demand", "scheduler", {"json": {"items": [], "colour": "red"}}, "body.colour",
      "body.colour: unknown field"),
     ("PUT", "/v1/demand", "scheduler", {"json": {"items": [
