@@ -663,7 +663,7 @@ def parser() -> argparse.ArgumentParser:
     provider = add(sub, "provider", help="steer a provider").add_subparsers(dest="provider", required=True)
     for action, text in (("pause", "stop new requests"),
                          ("resume", "undo pause or drain, or revive a provider the daemon disabled (script exit 77 "
-                                    "or 78, or one that cannot start) once its cause is fixed"),
+                                    "or 78, or one that cannot start) once its cause is fixed; ends its cooldowns too"),
                          ("drain", "stop new requests; what it holds goes back as it falls idle")):
         p = why(add(provider, action, help=f"{text} (its owner carries it out)"))
         p.add_argument("name")
