@@ -199,7 +199,9 @@ def test_plan_packs_bundles_on_the_described_providers_says_what_is_unplaced_and
     r = plan(url, tmp_path, "-o", "json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert set(out) == {"orders", "cost_per_hour", "unplaced", "decisions", "planning_ms"}
+    assert set(out) == {"orders", "cost_per_hour", "unplaced", "decisions", "planning_ms", "no_owner",
+                        "never_described"}
+    assert out["no_owner"] == [] and all(o["note"] is None for o in out["orders"]), "cloud has its owner"
     orders = {(o["template"], o["count"]): o for o in out["orders"]}
     assert orders[("medium", 100)]["bundles"] == {"j1": 400} and orders[("medium", 100)]["provider"] == "cloud"
     assert orders[("large", 2)]["bundles"] == {} and orders[("large", 2)]["item"] == "h1"
@@ -252,6 +254,34 @@ def test_plan_uses_the_configs_budget_and_says_why_bundles_found_no_room(url, tm
     assert unplaced["j1"] == (152, "no room: cloud small: budget: max_hosts; cloud medium: budget: max_hosts; "
                                    "cloud large: budget: max_hosts")
     assert unplaced["h1"] == (2, "cloud: budget: max_hosts") and unplaced["big"][0] == 3
+
+
+def test_plan_with_no_daemon_running_plans_from_the_last_descriptions_and_says_no_owner(url, tmp_path, described):
+    """The daemon stopped (its lease given up): plan still answers what a round would order, each order
+    and decision saying that no daemon holds the provider (every candidate said "no owner", even with
+    --empty). A provider of the config never described is named."""
+    described.append([make_fact(LeaseChanged(kind="lease_lost", name="provider:cloud", holder="a", fence=1),
+                                provider="cloud")])
+    cfg = tmp_path / "provisioner.yaml"
+    cfg.write_text(f"instance: {{id: a, serves: [], planner: true}}\ncontroller: {{url: '{url}'}}\n"
+                   f"home: {tmp_path / 'home'}\nproviders:\n"
+                   "  - {name: cloud, kind: hosts, script: {style: v2, path: /opt/p/cloud}}\n"
+                   "  - {name: spare, kind: hosts, script: {style: v2, path: /opt/p/spare}}\n")
+    f = tmp_path / "demand.json"
+    f.write_text(json.dumps(PLAN_DEMAND))
+    for extra in ((), ("--empty",)):
+        r = cli("--config", str(cfg), "plan", "--demand", str(f), "-o", "json", *extra)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["no_owner"] == ["cloud"] and out["never_described"] == ["spare"]
+        assert [(o["template"], o["count"]) for o in out["orders"]] == [("medium", 100), ("large", 2)], extra
+        assert all(o["note"].startswith("no_owner: no daemon holds cloud now") for o in out["orders"])
+        assert all("no_owner: no daemon holds cloud now" in d["note"] for d in out["decisions"]), out["decisions"]
+    table = cli("--config", str(cfg), "plan", "--demand", str(f))
+    assert table.returncode == 0, table.stderr
+    assert "no owner: no daemon holds cloud now; planned from its last recorded description" in table.stdout
+    assert "never described, not planned for: spare" in table.stdout
+    assert "no owner:" not in table.stdout.split("decisions, each candidate")[1].replace("no_owner:", "")
 
 
 @pytest.mark.parametrize("body,expect", [
