@@ -62,11 +62,19 @@ def covered(node: NodeRecord, view: SupplyView, now: float, order_timeout: float
     return order is not None and pending(order, now, order_timeout)
 
 
+def given_up(node: NodeRecord, now: float) -> bool:
+    """Whether the scheduler's wait for the node's host has run out (Slurm's ResumeTimeout since the resume).
+
+    It takes the node down then, and a host made now would serve nothing: the name is ordered again only
+    when the scheduler resumes it anew (which starts its wait afresh)."""
+    return node.join_timeout is not None and now >= node.since + node.join_timeout
+
+
 def wanted(view: SupplyView, now: float, order_timeout: float) -> dict[tuple[str, str | None], list[str]]:
     """(provider, template) -> the wanted names nothing covers, in name order."""
     out: dict[tuple[str, str | None], list[str]] = {}
     for node in sorted(view.nodes.values(), key=lambda n: n.name):
-        if node.wanted and not covered(node, view, now, order_timeout):
+        if node.wanted and not given_up(node, now) and not covered(node, view, now, order_timeout):
             out.setdefault((node.provider, node.template), []).append(node.name)
     return out
 

@@ -160,3 +160,26 @@ def test_a_host_lost_after_it_joined_is_not_replaced_until_the_scheduler_resumes
     resume(p, "cloud1", now=T0 + 8)
     ((_, again),) = round_(p, T0 + 9).orders
     assert again.names == ["cloud1"] and again.count == 1
+
+
+def test_a_name_whose_host_never_joined_within_the_schedulers_wait_is_not_ordered_again_until_resumed_anew():
+    # The daemon gives up on a host that never joins when the scheduler does (ResumeTimeout); on a loaded
+    # machine it may do so before Slurm's ResumeFailProgram comes: the name must not be ordered meanwhile.
+    p = world()
+    resume(p, "cloud1", "cloud2", join_timeout=40)
+    ((_, order),) = round_(p).orders
+    take(p, "o1", order)
+    feed(p, "aws", InstanceSeen(machine_id="i-1", name="cloud1", node="cloud1", request_id="o1.1", state="running"),
+         InstanceSeen(machine_id="i-2", name="cloud2", node="cloud2", request_id="o1.1", state="running"),
+         now=T0 + 2)
+    feed(p, "aws", RequestChanged(kind="request_submitted", request_id="o1.1", state="submitted",
+                                  provider_request_id="x"),
+         RequestChanged(kind="request_completed", request_id="o1.1", state="complete"), now=T0 + 3)
+    for machine in ("i-1", "i-2"):
+        feed(p, "aws", InstanceChanged(kind="instance_orphan_found", machine_id=machine, state="orphaned",
+                                       reason="never joined within the scheduler's wait for node 40s"), now=T0 + 42)
+    assert round_(p, T0 + 41).orders == [], "hosts still standing cover their names"
+    assert round_(p, T0 + 43).orders == [], "Slurm gave up on the resume at the same time: nothing to make"
+    resume(p, "cloud1", now=T0 + 50)
+    ((_, again),) = round_(p, T0 + 51).orders
+    assert again.names == ["cloud1"], "a new resume of one of them orders it, and only it"
