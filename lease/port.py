@@ -22,6 +22,13 @@ from typing import Iterable, Protocol
 
 from messages.base import Model
 
+#: The planner role's lease.
+PLANNER = "planner"
+#: A provider's lease is ``provider:<name>``.
+PROVIDER = "provider:"
+#: A daemon process's lease is ``instance:<id>``, held by that one process (``actors.lease``).
+INSTANCE = "instance:"
+
 
 class Lease(Model):
     name: str
