@@ -31,6 +31,7 @@ from provisioner.apimodels import (
     AuditVerified,
     BulkResult,
     CostRow,
+    DaemonRow,
     DecisionRow,
     DemandStored,
     Error,
@@ -334,6 +335,12 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
                 after: After = None, limit: Limit = 1000) -> dict[str, Any]:
         """Orphaned hosts and grants, and requests whose outcome stayed unknown."""
         return listing("orphans", after, limit, provider=provider, kind=kind, state=state)
+
+    @app.get("/v1/daemons", response_model=Page[DaemonRow], responses=_AUTH, tags=["views"])
+    def daemons(_: Reader, state: Filter = None, after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        """Each daemon instance sharing the controller: alive and holding roles (active), alive holding none
+        (standby), gone without letting go (lapsed), or stopped; since when, and the roles it holds."""
+        return listing("daemons", after, limit, state=state)
 
     @app.get("/v1/demand", response_model=DemandSnapshot | None, responses=_AUTH, tags=["demand"])
     def demand(_: Reader) -> Any:

@@ -535,6 +535,7 @@ def _pair(spec: str, kind: type, form: str) -> tuple[str, Any]:
 #: Columns too wide for a table; ``-o json`` has them.
 HIDDEN: dict[str, tuple[str, ...]] = {
     "providers": ("description", "status_reason"),
+    "daemons": ("roles",),
     "audit": ("id", "lease", "fence", "payload", "prev", "hash"),
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -318,3 +319,34 @@ def test_resources_show_what_the_scheduler_holds_and_the_drift(url):
         c.close()
     (row,) = json.loads(cli("--controller", url, "resources", "-o", "json").stdout)
     assert (row["in_use"], row["scheduler_in_use"], row["drift"]) == (5, 3, 2)
+
+
+# --- who is who ----------------------------------------------------------------------------------
+
+
+def test_providers_and_daemons_say_who_holds_what_and_who_let_it_lapse(url, tmp_path):
+    c = open_controller(url)
+    try:
+        c.append([make_fact(ProviderDescribed(description=CLOUD), provider="cloud")])
+        c.leases.acquire("instance:a", "a@host1:100/cafe", 3600)
+        c.leases.acquire_all(["planner", "provider:cloud"], "a", 3600)
+        c.leases.acquire("instance:b", "b@host2:200/beef", 3600)
+        env = {**os.environ, "PROVISIONER_HOME": str(tmp_path / "home")}
+        table = cli("--controller", url, "daemons", env=env).stdout.splitlines()
+        assert table[0].split() == ["INSTANCE", "STATE", "PROCESS", "SINCE", "EXPIRES_IN", "PLANNER", "PROVIDERS"]
+        assert table[1].split()[:3] == ["a", "active", "host1:100"] and table[1].split()[-2:] == ["True", "cloud"]
+        assert table[2].split()[:3] == ["b", "standby", "host2:200"] and table[2].split()[-2:] == ["False", "-"]
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:  # a's host rebooted: its process is gone
+            conn.execute("UPDATE leases SET boot = 'an-earlier-boot' WHERE holder LIKE 'a%'")
+        conn.close()
+        rows = json.loads(cli("--controller", url, "daemons", "-o", "json", env=env).stdout)
+        assert [(r["instance"], r["state"], r["providers"]) for r in rows] == [("a", "lapsed", []),
+                                                                            ("b", "standby", [])]
+        assert {r["role"]: r["state"] for r in rows[0]["roles"]} == {"planner": "lapsed", "provider:cloud": "lapsed"}
+        table = cli("--controller", url, "providers", env=env).stdout.splitlines()
+        assert table[0].split()[:5] == ["NAME", "KIND", "OWNER", "OWNER_STATE", "LEASE"]
+        assert table[1].split()[:4] == ["cloud", "hosts", "a", "lapsed"] and "owner_lapsed" in table[1].split()
+        lapsed = cli("--controller", url, "providers", "--status", "owner_lapsed", "-o", "json", env=env)
+        assert [r["name"] for r in json.loads(lapsed.stdout)] == ["cloud"], lapsed.stderr
+    finally:
+        c.close()
