@@ -17,11 +17,20 @@ renewing (after the TTL). The instance lease is renewed in the same call as
 the roles, and no role's mandate outlives it. Taking it over, a process ends
 the role leases still granted to the id (they were its predecessor's), so it
 acts under fences of its own: a late write of the old process is refused.
+
+A standby does not wait for its next round to find a lease free: when a
+round is refused a lease (a role, or its instance lease) because another
+holds it, it reads the lease table and asks the ticker to wake it the moment
+the first of those leases lapses (``LAPSE_SLACK`` after, so that the
+controller's clock has passed it too). So a standby holds a dead holder's
+lease within ``ttl`` of that holder's last renewal, plus the time its own
+call to the controller takes, not up to ``renew_every`` later.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import socket
@@ -38,7 +47,7 @@ from actors.planner import PlannerActor
 from actors.provider import CallsFactory, ProviderActor
 from actors.pumps import Ticker
 from config.models import Config
-from lease.port import Lease
+from lease.port import INSTANCE, PLANNER, Lease, free_in
 from messages.commands import Append, LeaseRevoked, Reconfigure, Tick
 from messages.errors import ControllerUnavailable
 from messages.facts import LeaseChanged, make_fact
@@ -47,14 +56,15 @@ from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
 
-PLANNER = "planner"
-INSTANCE = "instance:"
 ACQUIRE_BATCH = 100
 #: Seconds between the regular scans of the providers this daemon serves (20 a second), each
 #: period: their first scans take turns (``actors.pacing``) as soon as their owners have caught up,
 #: and each owner's later scans keep the phase its place in ``serves`` gives it, so that a thousand
 #: providers are not all asked what they hold in the same moment, each period.
 SCAN_PACE = 0.05
+#: Seconds after a lease's lapse, as the lease table foretold it, that a standby asks for it: clocks read a
+#: moment apart must both have passed it, or the grant is refused and asked for once more.
+LAPSE_SLACK = 0.01
 
 
 def incarnation(instance_id: str) -> str:
@@ -147,6 +157,10 @@ class LeaseActor(Actor):
         self.acquire_batch = ACQUIRE_BATCH
         self.held: dict[str, _Held] = {}
         self.last_round = float("-inf")
+        #: When (monotonic) the first lease refused last round lapses: the next round comes then, if sooner.
+        self.next_try = math.inf
+        #: The last moment the ticker was asked to wake this actor at.
+        self.wake_asked = math.inf
         #: The owners' first scans take turns, as many at once as the script workers run (two calls each).
         self.first_scans = FirstScans(cfg.instance.script_workers // 2, after=after_first_scans)
         self.roles = self._roles(cfg)
@@ -168,7 +182,8 @@ class LeaseActor(Actor):
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:
         dropped = self._drop_void()
-        if self.monotonic() - self.last_round >= self.cfg.lease.renew_every:
+        now = self.monotonic()
+        if now - self.last_round >= self.cfg.lease.renew_every or now >= self.next_try:
             self._round(dropped)
 
     def _drop_void(self) -> set[str]:
@@ -207,6 +222,7 @@ class LeaseActor(Actor):
 
     def _round(self, dropped: frozenset[str] | set[str] = frozenset()) -> None:
         self.last_round = self.monotonic()
+        self.next_try = math.inf
         ttl = self.cfg.lease.ttl
         if self.instance is None and not self._take_instance(ttl):
             return
@@ -215,6 +231,7 @@ class LeaseActor(Actor):
             return
         # A lease lost this round is asked for again next round, after its actor stopped.
         wanted = [name for name in self.roles if name not in self.held and name not in dropped]
+        refused: list[str] = []
         for at in range(0, len(wanted), self.acquire_batch):
             if at and self.monotonic() - self.last_round >= self.cfg.lease.renew_every:
                 # Starting a thousand actors takes a while: the first leases of a long round must
@@ -233,6 +250,33 @@ class LeaseActor(Actor):
             for name, lease in zip(batch, leases):
                 if lease is not None:
                     self._start(name, lease, started)
+                else:
+                    refused.append(name)
+        self._wait_for(refused)
+
+    def _wait_for(self, names: list[str]) -> None:
+        """Refused ``names`` (another holds them): have the next round come the moment the first lapses.
+
+        Sooner than the next regular round only; the table is read only when something was refused, so
+        an owner holding all it wants reads nothing more.
+        """
+        if not names:
+            return
+        try:
+            table = self.controller.leases.table()
+        except ControllerUnavailable as exc:
+            log.warning("leases: controller unreachable, the lease table not read: %s", exc)
+            return
+        now = self.monotonic()
+        wait = free_in(table, names)
+        # None: one freed since it was refused; the next tick asks again.
+        at = now + (wait if wait is not None else 0.0) + LAPSE_SLACK
+        if at >= self.last_round + self.cfg.lease.renew_every:
+            return
+        self.next_try = at
+        if at != self.wake_asked:
+            self.wake_asked = at
+            self.ticker.wake(self.actor_ref, at - now)
 
     def _take_instance(self, ttl: float) -> bool:
         """Take this process's instance lease, or wait behind the process holding it; whether taken."""
@@ -243,6 +287,7 @@ class LeaseActor(Actor):
             log.warning("leases: controller unreachable, instance lease %s not acquired: %s", self.instance_name, exc)
             return False
         if lease is None:
+            self._wait_for([self.instance_name])
             if not self.standby_said:
                 self.standby_said = True
                 try:

@@ -5,7 +5,10 @@ They are the only loops that wait; actors never block, they get told.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import math
 import threading
 import time
 from typing import Any, Callable
@@ -37,14 +40,22 @@ class _Loop:
 
 
 class Ticker(_Loop):
-    """Tells every registered actor ``Tick(now)`` every ``period`` seconds."""
+    """Tells every registered actor ``Tick(now)`` every ``period`` seconds, and an actor that asks for one
+    (``wake``) a Tick of its own at the moment it asks for, between the periodic ones."""
 
-    def __init__(self, period: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, period: float, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         super().__init__("ticker")
         self.period = period
         self.clock = clock
+        self.monotonic = monotonic
         self._refs: list[Any] = []
         self._lock = threading.Lock()
+        #: (when, order, ref) of the Ticks asked for, soonest first.
+        self._wakes: list[tuple[float, int, Any]] = []
+        self._order = itertools.count()
+        #: Set when a wake is asked for or the loop must stop: the loop's wait ends early.
+        self._kick = threading.Event()
 
     def add(self, ref: Any) -> None:
         with self._lock:
@@ -64,9 +75,45 @@ class Ticker(_Loop):
             if ref.is_alive():
                 ref.tell(tick)
 
+    def wake(self, ref: Any, delay: float) -> None:
+        """Tell ``ref`` one Tick ``delay`` seconds from now (by ``monotonic``), whatever the period."""
+        with self._lock:
+            heapq.heappush(self._wakes, (self.monotonic() + max(0.0, delay), next(self._order), ref))
+        self._kick.set()
+
+    def fire_due(self) -> float:
+        """Tell the Ticks asked for that are due; seconds until the next one (inf when none is asked for).
+
+        Also what tests call to drive time by hand.
+        """
+        now = self.monotonic()
+        due = []
+        with self._lock:
+            while self._wakes and self._wakes[0][0] <= now:
+                due.append(heapq.heappop(self._wakes)[2])
+            after = self._wakes[0][0] - now if self._wakes else math.inf
+        if due:
+            tick = Tick(now=self.clock())
+            for ref in due:
+                if ref.is_alive():
+                    ref.tell(tick)
+        return after
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._kick.set()
+        super().stop()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.period):
+        next_tick = self.monotonic() + self.period
+        while not self._stop.is_set():
+            self._kick.clear()  # before looking: a wake asked for from now on ends the wait below
+            wait = min(next_tick - self.monotonic(), self.fire_due())
+            if wait > 0:
+                self._kick.wait(wait)
+                continue
             self.tick()
+            next_tick = self.monotonic() + self.period
 
 
 class Tailer(_Loop):

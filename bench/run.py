@@ -30,7 +30,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from bench.failover import TTL, takeover_seconds
+from bench.failover import DEPLOYED_RENEW, DEPLOYED_TTL, LAPSE_TARGET, TTL, takeover_at_the_lapse, takeover_seconds
 from bench.floors import Measured, SqliteSettings, etcd_txns, orjson_parse, spawn_and_wait, sqlite_inserts
 from bench.packing import planning_bundles, ratio_large, ratio_small
 from bench.persistent import status_calls
@@ -305,6 +305,9 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], Any], tuple[Figure, ...]]] = [
     (sync_round, (Figure(f"Slurm sync round, {SYNC_NODES:,} nodes in sinfo --json (parse, reconcile, view)", "s",
                          4.0, "<=", "ratio"),)),
     (takeover_seconds, (Figure(f"failover: owner killed -> standby acting (TTL {TTL:g} s)", "s", TTL + 1.0, "<="),)),
+    (takeover_at_the_lapse, (Figure(f"failover, lease ttl {DEPLOYED_TTL:g} s, renew {DEPLOYED_RENEW:g} s: owner killed "
+                                    "-> standby holds every role", "s", DEPLOYED_TTL + LAPSE_TARGET, "<="),
+                             Figure("  same, from the lapse of the owner's leases", "s", LAPSE_TARGET, "<="))),
     # Minutes of a real daemon against providers that lie, fail and are slow (docs/recovery.md).
     (liar_soak, (Figure(f"liar soak, {STORM:g} s: leaked instance-seconds beyond graces", "s", 0, "<="),
                  Figure("  double creations", "count", 0, "<="),

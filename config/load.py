@@ -2,7 +2,13 @@
 
 Syntax, structure (through ``config.located``), cross-references between
 sections, and the files the config names: a script that is not executable,
-an env_file readable by others, a folder that cannot be made.
+an env_file readable by others, a folder that cannot be made. A file with
+structural problems is still checked across sections and for its files, as
+far as its valid parts go (``_Parts``), so one pass reports everything.
+
+Files are checked for the providers this instance serves (``instance.serves``)
+only: every instance may read the same file, and a provider served elsewhere
+runs its scripts on another host.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ import re
 import shutil
 import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from config.hostlists import HostlistError, expand_hostlist
 from config.located import (
@@ -32,7 +39,16 @@ from config.located import (
     shown,
     validation_issues,
 )
-from config.models import PERSISTENT_KEYS, Config
+from config.models import (
+    PERSISTENT_KEYS,
+    ApiConfig,
+    Config,
+    ControllerConfig,
+    InstanceConfig,
+    ProviderConfig,
+    ResourceConfig,
+    SlurmConfig,
+)
 from messages.scripts import Action
 
 LSF_SCRIPTS = (
@@ -73,12 +89,74 @@ def _listen_problem(listen: str) -> str | None:
     return f"expected HOST:PORT (e.g. 127.0.0.1:8787), got {listen!r}"
 
 
-def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
+@dataclass
+class _Parts:
+    """What the checks across sections and of files read: each section of the file, or None where it is not
+    valid (then its own problems are reported already, and the checks leave it out).
+
+    A valid file's parts are its config's; a file with structural problems gives the parts that are valid
+    by themselves (``partial``), so a ``serves`` typo is reported with a bad duration, not after it.
+    """
+
+    #: (position in the file's list, provider) for every valid entry
+    providers: list[tuple[int, ProviderConfig]]
+    #: the names of every provider entry that has one, valid or not: a reference to a provider whose
+    #: entry has some other problem is not reported as naming no provider
+    named: set[str]
+    resources: list[tuple[int, ResourceConfig]]
+    instance: InstanceConfig | None
+    #: the providers this instance serves, as far as they are known
+    serves: list[str]
+    controller: ControllerConfig | None
+    api: ApiConfig | None
+    slurm: SlurmConfig | None
+    home: Path | None
+
+    @classmethod
+    def of(cls, cfg: Config) -> _Parts:
+        return cls(providers=list(enumerate(cfg.providers)), named={p.name for p in cfg.providers},
+                   resources=list(enumerate(cfg.resources)), instance=cfg.instance, serves=cfg.instance.serves,
+                   controller=cfg.controller, api=cfg.api, slurm=cfg.slurm, home=cfg.home)
+
+    @classmethod
+    def partial(cls, data: dict[Any, Any]) -> _Parts:
+        fields = Config.model_fields
+
+        def valid(key: str) -> Any:
+            if key not in data:
+                field = fields[key]
+                return None if field.is_required() else field.get_default(call_default_factory=True)
+            try:
+                return TypeAdapter(fields[key].annotation).validate_python(data[key])
+            except ValidationError:
+                return None
+
+        def entries(key: str, model: type[Any]) -> list[tuple[int, Any]]:
+            out = []
+            for i, raw in enumerate(data.get(key) if isinstance(data.get(key), list) else []):
+                try:
+                    out.append((i, model.model_validate(raw)))
+                except ValidationError:
+                    pass
+            return out
+
+        raw_providers = data.get("providers") if isinstance(data.get("providers"), list) else []
+        named = {p["name"] for p in raw_providers if isinstance(p, dict) and isinstance(p.get("name"), str)}
+        instance = valid("instance")
+        raw_instance = data.get("instance") if isinstance(data.get("instance"), dict) else {}
+        raw_serves = raw_instance.get("serves") if isinstance(raw_instance.get("serves"), list) else []
+        serves = instance.serves if instance is not None else [n for n in raw_serves if isinstance(n, str)]
+        return cls(providers=entries("providers", ProviderConfig), named=named,
+                   resources=entries("resources", ResourceConfig), instance=instance, serves=serves,
+                   controller=valid("controller"), api=valid("api"), slurm=valid("slurm"), home=valid("home"))
+
+
+def _semantic_issues(cfg: _Parts, at: Where) -> list[ConfigIssue]:
     issues: list[ConfigIssue] = []
     kinds: dict[str, str] = {}
     first: dict[str, int] = {}
     actions = list(get_args(Action))
-    for i, p in enumerate(cfg.providers):
+    for i, p in cfg.providers:
         if p.name in first:
             line = at.line(("providers", first[p.name], "name"))
             message = f"duplicate provider name {p.name!r} (first at line {line})"
@@ -109,23 +187,23 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
                 where = ("providers", i, "script", "timeouts", action)
                 issues.append(at.issue(where, f"unknown action ({did_you_mean(action, actions)})"))
 
-    names = list(first)
+    names = sorted(set(first) | cfg.named, key=lambda n: (n not in first, first.get(n, 0), n))
     served: set[str] = set()
-    for j, name in enumerate(cfg.instance.serves):
+    for j, name in enumerate(cfg.serves if cfg.instance is not None else []):
         if name in served:
             issues.append(at.issue(("instance", "serves", j), f"{name!r} is listed twice"))
-        elif name not in kinds:
+        elif name not in kinds and name not in cfg.named:
             issues.append(at.issue(("instance", "serves", j), _no_provider(name, names)))
         served.add(name)
 
     seen: dict[str, int] = {}
-    for k, r in enumerate(cfg.resources):
+    for k, r in cfg.resources:
         if r.name in seen:
             line = at.line(("resources", seen[r.name], "name"))
             message = f"duplicate resource name {r.name!r} (first at line {line})"
             issues.append(at.issue(("resources", k, "name"), message))
         seen.setdefault(r.name, k)
-        if r.provider is None:
+        if r.provider is None or (r.provider not in kinds and r.provider in cfg.named):
             continue
         if r.provider not in kinds:
             issues.append(at.issue(("resources", k, "provider"), _no_provider(r.provider, names)))
@@ -138,8 +216,10 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
             )
 
     if cfg.slurm is not None:
-        issues += _slurm_issues(cfg, kinds, names, at)
+        issues += _slurm_issues(cfg.slurm, kinds, cfg.named, names, at)
 
+    if cfg.api is None:
+        return issues
     problem = _listen_problem(cfg.api.listen)
     if problem:
         issues.append(at.issue(("api", "listen"), problem))
@@ -153,12 +233,12 @@ def _semantic_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
     return issues
 
 
-def _slurm_issues(cfg: Config, kinds: dict[str, str], names: list[str], at: Where) -> list[ConfigIssue]:
+def _slurm_issues(slurm: SlurmConfig, kinds: dict[str, str], named: set[str], names: list[str],
+                  at: Where) -> list[ConfigIssue]:
     """Each node set's hostlist parses, names nodes no other set names, and is made by a hosts provider."""
-    assert cfg.slurm is not None
     issues: list[ConfigIssue] = []
     owner: dict[str, int] = {}
-    for k, ns in enumerate(cfg.slurm.nodes):
+    for k, ns in enumerate(slurm.nodes):
         try:
             nodes = expand_hostlist(ns.names)
         except HostlistError as exc:
@@ -171,6 +251,8 @@ def _slurm_issues(cfg: Config, kinds: dict[str, str], names: list[str], at: Wher
                                        f"node {node} is already in the node set at line {line}"))
                 break
             owner[node] = k
+        if ns.provider not in kinds and ns.provider in named:
+            continue  # its entry has problems of its own
         if ns.provider not in kinds:
             issues.append(at.issue(("slurm", "nodes", k, "provider"), _no_provider(ns.provider, names)))
         elif kinds[ns.provider] != "hosts":
@@ -259,9 +341,14 @@ def _lsf_problems(folder: Path) -> list[str]:
     return problems
 
 
-def _file_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
+def _file_issues(cfg: _Parts, at: Where) -> list[ConfigIssue]:
+    """The files of the providers this instance serves, its API's and its own; a provider served by another
+    instance runs its scripts on that instance's host, which checks them."""
     found: list[tuple[Elems, str | None]] = []
-    for i, p in enumerate(cfg.providers):
+    served = set(cfg.serves)
+    for i, p in cfg.providers:
+        if p.name not in served:
+            continue
         script = ("providers", i, "script")
         if p.script.style == "lsf":
             found += [(script + ("path",), m) for m in _lsf_problems(p.script.path)]
@@ -275,11 +362,11 @@ def _file_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
             found.append((script + ("work_dir",), _creatable_problem(p.script.work_dir)))
         if p.env_file is not None:
             found.append((("providers", i, "env_file"), _mode_problem(p.env_file)))
-    if cfg.api.tokens is not None:
+    if cfg.api is not None and cfg.api.tokens is not None:
         found.append((("api", "tokens"), _mode_problem(cfg.api.tokens)))
-    for key, path in (cfg.api.tls or {}).items():
+    for key, path in ((cfg.api.tls if cfg.api is not None else None) or {}).items():
         found.append((("api", "tls", key), _readable_problem(path)))
-    db = sqlite_path(cfg.controller.url)
+    db = sqlite_path(cfg.controller.url) if cfg.controller is not None else None
     if db is not None:
         problem = f"the database is a folder: {db}" if db.is_dir() else _creatable_problem(db.parent)
         found.append((("controller", "url"), problem))
@@ -291,35 +378,51 @@ def _file_issues(cfg: Config, at: Where) -> list[ConfigIssue]:
 # --- relative paths ---------------------------------------------------------------------
 
 
-def _absolute(cfg: Config, base: Path) -> Config:
-    """Resolve relative paths against the config file's folder, so the daemon's cwd never matters."""
+class _Absolute:
+    """Resolves relative paths against the config file's folder, so the daemon's cwd never matters."""
 
-    def a(p: Path | None) -> Path | None:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+
+    def __call__(self, p: Path | None) -> Path | None:
         if p is None:
             return None
         p = p.expanduser()
-        return p if p.is_absolute() else Path(os.path.normpath(base / p))
+        return p if p.is_absolute() else Path(os.path.normpath(self.base / p))
 
-    def command(p: Path) -> Path:
+    def command(self, p: Path) -> Path:
         """A v2 script given by a bare name (``provisioner-ec2``) that is not in the config's folder is
         looked up on the daemon's PATH, as a shell would, then beside the running interpreter (the
         installed providers sit there, also when ``.venv/bin/provisioner`` runs without the venv on
         PATH); one not found stays bare, and the file checks say so."""
-        local = a(p)
+        local = self(p)
         if os.sep in str(p) or str(p).startswith("~") or (local is not None and local.exists()):
             return local  # type: ignore[return-value]
         found = shutil.which(str(p)) or shutil.which(str(p), path=os.path.dirname(sys.executable))
         return Path(found) if found else p
 
-    providers = []
-    for p in cfg.providers:
+    def provider(self, p: ProviderConfig) -> ProviderConfig:
         s = p.script
-        path = command(s.path) if s.style == "v2" else a(s.path)
-        script = s.model_copy(update={"path": path, "conf_dir": a(s.conf_dir), "work_dir": a(s.work_dir)})
-        providers.append(p.model_copy(update={"script": script, "env_file": a(p.env_file)}))
-    tls = {k: a(v) for k, v in cfg.api.tls.items()} if cfg.api.tls is not None else None
-    api = cfg.api.model_copy(update={"tokens": a(cfg.api.tokens), "tls": tls})
-    return cfg.model_copy(update={"providers": providers, "api": api, "home": a(cfg.home)})
+        path = self.command(s.path) if s.style == "v2" else self(s.path)
+        script = s.model_copy(update={"path": path, "conf_dir": self(s.conf_dir), "work_dir": self(s.work_dir)})
+        return p.model_copy(update={"script": script, "env_file": self(p.env_file)})
+
+    def api(self, api: ApiConfig) -> ApiConfig:
+        tls = {k: self(v) for k, v in api.tls.items()} if api.tls is not None else None
+        return api.model_copy(update={"tokens": self(api.tokens), "tls": tls})
+
+    def parts(self, parts: _Parts) -> _Parts:
+        parts.providers = [(i, self.provider(p)) for i, p in parts.providers]
+        parts.api = self.api(parts.api) if parts.api is not None else None
+        parts.home = self(parts.home)
+        return parts
+
+
+def _absolute(cfg: Config, base: Path) -> Config:
+    """Resolve relative paths against the config file's folder, so the daemon's cwd never matters."""
+    a = _Absolute(base)
+    return cfg.model_copy(update={"providers": [a.provider(p) for p in cfg.providers], "api": a.api(cfg.api),
+                                  "home": a(cfg.home)})
 
 
 # --- entry points -----------------------------------------------------------------------
@@ -360,6 +463,7 @@ def load_config(path: Path, *, check_files: bool = True) -> Config:
     issues += [where.issue(elems, message) for elems, message in expand.problems.items()]
     empty_means_default(data, Config)
 
+    base = Path(os.path.abspath(path)).parent
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
@@ -367,15 +471,26 @@ def load_config(path: Path, *, check_files: bool = True) -> Config:
         hidden.setdefault(_URL, "a value not shown (it may hold credentials)")
         issues += validation_issues(exc, data, where, Config, skip=set(expand.problems), hidden=hidden,
                                     reword=_reword)
-        raise ConfigError(issues) from None
+        # The rest of the file is checked all the same, as far as its valid parts go: one pass says all.
+        parts = _Absolute(base).parts(_Parts.partial(data))
+        issues += _semantic_issues(parts, where)
+        if check_files:
+            issues += _file_issues(parts, where)
+        raise ConfigError(_once(issues)) from None
 
-    cfg = _absolute(cfg, Path(os.path.abspath(path)).parent)
-    issues += _semantic_issues(cfg, where)
+    cfg = _absolute(cfg, base)
+    parts = _Parts.of(cfg)
+    issues += _semantic_issues(parts, where)
     if check_files:
-        issues += _file_issues(cfg, where)
+        issues += _file_issues(parts, where)
     if issues:
         raise ConfigError(issues)
     return cfg
+
+
+def _once(issues: list[ConfigIssue]) -> list[ConfigIssue]:
+    """Each issue once: a problem found by the structure and again across sections is one problem."""
+    return list(dict.fromkeys(issues))
 
 
 def public_url(url: str) -> str:

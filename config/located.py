@@ -14,7 +14,7 @@ import difflib
 import re
 import types
 import typing
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -172,8 +172,9 @@ def parse_located(text: str, file: str) -> tuple[Any, Where, list[ConfigIssue]]:
 # --- the models' types, walked along a location --------------------------------
 
 
-def _strip(tp: Any) -> Any:
-    """Unwrap ``Annotated`` and ``X | None`` down to the type that matters for messages."""
+def _strip(tp: Any, value: Any = None) -> Any:
+    """Unwrap ``Annotated`` and ``X | None`` down to the type that matters for messages; of a union of
+    models, the one ``value`` (the data there, when known) is tagged as (``kind: bundles``), else the first."""
     while True:
         origin = get_origin(tp)
         if origin is typing.Annotated:
@@ -183,15 +184,27 @@ def _strip(tp: Any) -> Any:
             args = [a for a in get_args(tp) if a is not type(None)]
             models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
             if models or len(args) == 1:
-                tp = (models or args)[0]
+                tp = next((m for m in models if _tagged(m, value)), (models or args)[0])
                 continue
         return tp
 
 
-def type_at(elems: Elems, root: Any) -> Any:
+def _tagged(model: type[BaseModel], value: Any) -> bool:
+    """Whether ``value`` carries one of ``model``'s tags: a field of a single literal it gives that literal."""
+    if not isinstance(value, dict):
+        return False
+    for name, field in model.model_fields.items():
+        options = get_args(field.annotation) if get_origin(field.annotation) is Literal else ()
+        if len(options) == 1 and name in value:
+            return bool(value[name] == options[0])
+    return False
+
+
+def type_at(elems: Elems, root: Any, data: Any = None) -> Any:
+    """The type at ``elems`` of a ``root`` model; ``data``, the value validated, picks union members by tag."""
     tp: Any = root
     for e in elems:
-        tp = _strip(tp)
+        tp = _strip(tp, data)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             field = tp.model_fields.get(e) if isinstance(e, str) else None
             if field is None:
@@ -203,7 +216,9 @@ def type_at(elems: Elems, root: Any) -> Any:
             tp = get_args(tp)[1]
         else:
             return None
-    return _strip(tp)
+        data = data.get(e) if isinstance(data, dict) else (
+            data[e] if isinstance(data, list) and isinstance(e, int) and 0 <= e < len(data) else None)
+    return _strip(tp, data)
 
 
 def empty_means_default(data: Any, tp: Any) -> None:
@@ -325,8 +340,8 @@ def did_you_mean(word: str, choices: list[str]) -> str:
     return "known: " + ", ".join(choices) if choices else ""
 
 
-def _unknown_field(elems: Elems, root: Any) -> str:
-    model = type_at(elems[:-1], root)
+def _unknown_field(elems: Elems, root: Any, data: Any = None) -> str:
+    model = type_at(elems[:-1], root, data)
     fields = list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
     hint = did_you_mean(str(elems[-1]), fields)
     return f"unknown field ({hint})" if hint else "unknown field"
@@ -385,9 +400,9 @@ def describe_error(err: Mapping[str, Any], data: Any, hidden: Mapping[Elems, str
     elif kind == "missing":
         message = "missing required field"
     elif kind in ("extra_forbidden", "invalid_key"):
-        message = _unknown_field(elems, root)
+        message = _unknown_field(elems, root, data)
     elif kind == "literal_error":
-        tp = type_at(elems, root)
+        tp = type_at(elems, root, data)
         options = ", ".join(repr(a) for a in get_args(tp)) if get_origin(tp) is Literal else ctx.get("expected")
         message = f"expected one of {options}, got {got}"
         if isinstance(value, bool):
@@ -495,6 +510,23 @@ def one_line(exc: ValidationError, data: Any = None, root: Any = None, *, where:
     place = f"{where.file}:{where.line(at)}: " if where is not None else f"{file}: " if file else ""
     more = f" ({len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{place}{path + ': ' if path else ''}{message}{more}"
+
+
+def in_words(errors: Iterable[Mapping[str, Any]], data: Any, root: Any, *,
+             hidden: Mapping[Elems, str] | None = None, reword: Reword | None = None) -> list[tuple[Elems, str, str]]:
+    """Pydantic's errors (``ValidationError.errors()``, their locations within ``data``) in words, one per
+    problem: ``(elems, place, message)``. ``elems`` is where in ``data`` the problem is, without union tags;
+    ``place`` says it for people, a list entry named by its id or name (``items[0] (id 'gpu').count``, as
+    ``one_line`` says it). ``root`` is ``data``'s model (None when unknown: the messages are a little
+    plainer); ``hidden`` and ``reword`` as for ``describe_error``."""
+    described = [describe_error(e, data, hidden or {}, root, reword) for e in errors]
+    out = []
+    for elems, message in _in_words(_meant(described) or described):
+        at = elems
+        if elems and isinstance(elems[-1], str) and message.startswith(f"{elems[-1]}."):
+            at = elems[:-1]  # the message names the key itself (``select.ncpus: >= needs a number``)
+        out.append((elems, labelled(at, data), message))
+    return out
 
 
 def validation_issues(

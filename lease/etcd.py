@@ -1,6 +1,8 @@
 """Ownership leases in etcd: one ownership key per role, one etcd lease per daemon instance.
 
-A role's key ``/NS/lease/<name>`` holds ``{holder, expires_at}``. Its **fence
+A role's key ``/NS/lease/<name>`` holds ``{holder, expires_at, granted_at}``
+(``granted_at``: when its grant was made, by the controller clock; a key an
+older version wrote has none, and its grant's moment is unknown). Its **fence
 is the key's create revision**: a grant creates the key in a transaction only
 if it is absent, so every grant gets an etcd revision, and revisions only
 grow. A release leaves a tombstone (``holder: ""``) so a late write can be
@@ -41,7 +43,7 @@ from urllib.parse import unquote
 import orjson
 
 from lease.etcd_client import EtcdClient, KeyValue, TxnResult, compare, delete_op, prefix_end, put_op, range_op
-from lease.port import Lease
+from lease.port import Lease, LeaseRecord
 from lease.sqlite import _check_name, _check_ttl, _held
 from messages.errors import ControllerUnavailable
 
@@ -122,7 +124,7 @@ class EtcdLeases:
                 kv = None if result.succeeded else _first(result)
                 continue
             else:
-                value = _value(holder, now + ttl)
+                value = _value(holder, now + ttl, now)
                 result = self._client.txn([compare(key, "CREATE", 0)],
                                           [put_op(key, value, self._session.live(ttl))], [range_op(key)])
                 fence = result.revision
@@ -169,7 +171,7 @@ class EtcdLeases:
             # The tombstone has no etcd lease: it outlives this instance, so late writes learn of the release.
             result = self._client.txn(
                 [compare(key, "CREATE", lease.fence), compare(key, "MOD", kv.mod_revision)],
-                [put_op(key, _value("", 0.0))], [range_op(key)])
+                [put_op(key, _value("", 0.0, None))], [range_op(key)])
             if result.succeeded:
                 return True
             kv = _first(result)
@@ -184,6 +186,19 @@ class EtcdLeases:
         now = self._clock()
         found = [self._lease(kv, now) for kv in kvs]
         return sorted((lease for lease in found if lease is not None), key=lambda lease: lease.name)
+
+    def table(self) -> list[LeaseRecord]:
+        kvs, _ = self._client.range(self.prefix, prefix_end(self.prefix))
+        now = self._clock()
+        out = []
+        for kv in kvs:
+            holder, expires_at = self.record(kv)
+            granted_at = _granted_at(kv) if holder else None
+            out.append(LeaseRecord(
+                name=self._name(kv), holder=holder, fence=kv.create_revision,
+                expires_in=expires_at - now if holder else None,
+                granted_ago=now - granted_at if granted_at is not None else None))
+        return sorted(out, key=lambda record: record.name)
 
     def refusal(self, kv: KeyValue | None, name: str, fence: int, now: float) -> str | None:
         """Why a write under ``name`` at ``fence`` must be refused, given the key as read, or None.
@@ -211,7 +226,7 @@ class EtcdLeases:
             doc = orjson.loads(kv.value)
             return str(doc["holder"]), float(doc["expires_at"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            name = unquote(kv.key[len(self.prefix):].decode("ascii", "replace"))
+            name = self._name(kv)
             raise ControllerUnavailable(
                 f"controller {self._client.location}: lease record {name} does not decode; "
                 "it was not written by this version"
@@ -221,10 +236,14 @@ class EtcdLeases:
         self._session.revoke()
 
     def _extend(self, key: bytes, kv: KeyValue, holder: str, expires_at: float, ttl: float) -> TxnResult:
-        """Rewrite a held key under the same fence, attached to this instance's refreshed etcd lease."""
+        """Rewrite a held key under the same fence, attached to this instance's refreshed etcd lease; the
+        grant keeps the moment it was made."""
         return self._client.txn(
             [compare(key, "CREATE", kv.create_revision), compare(key, "MOD", kv.mod_revision)],
-            [put_op(key, _value(holder, expires_at), self._session.live(ttl))], [range_op(key)])
+            [put_op(key, _value(holder, expires_at, _granted_at(kv)), self._session.live(ttl))], [range_op(key)])
+
+    def _name(self, kv: KeyValue) -> str:
+        return unquote(kv.key[len(self.prefix):].decode("ascii", "replace"))
 
     def _is_grant(self, kv: KeyValue | None, lease: Lease, now: float) -> bool:
         """Whether ``kv`` is ``lease``'s grant, still current."""
@@ -237,8 +256,7 @@ class EtcdLeases:
         record = self.record(kv)
         if not _held(*record, now):
             return None
-        name = unquote(kv.key[len(self.prefix):].decode("ascii"))
-        return Lease(name=name, holder=record[0], fence=kv.create_revision, expires_at=record[1])
+        return Lease(name=self._name(kv), holder=record[0], fence=kv.create_revision, expires_at=record[1])
 
 
 def _first(result: TxnResult) -> KeyValue | None:
@@ -246,5 +264,17 @@ def _first(result: TxnResult) -> KeyValue | None:
     return result.ranges[0][0] if result.ranges and result.ranges[0] else None
 
 
-def _value(holder: str, expires_at: float) -> bytes:
-    return orjson.dumps({"holder": holder, "expires_at": expires_at})
+def _value(holder: str, expires_at: float, granted_at: float | None) -> bytes:
+    doc: dict[str, object] = {"holder": holder, "expires_at": expires_at}
+    if granted_at is not None:
+        doc["granted_at"] = granted_at
+    return orjson.dumps(doc)
+
+
+def _granted_at(kv: KeyValue) -> float | None:
+    """When the grant a key holds was made; None for a key an older version wrote (or a tombstone)."""
+    try:
+        value = orjson.loads(kv.value).get("granted_at")
+        return float(value) if value is not None else None
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return None

@@ -18,9 +18,16 @@ controller cannot be reached at all
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Iterable, Protocol
 
 from messages.base import Model
+
+#: The planner role's lease.
+PLANNER = "planner"
+#: A provider's lease is ``provider:<name>``.
+PROVIDER = "provider:"
+#: A daemon process's lease is ``instance:<id>``, held by that one process (``actors.lease``).
+INSTANCE = "instance:"
 
 
 class Lease(Model):
@@ -29,6 +36,54 @@ class Lease(Model):
     fence: int
     #: Controller clock (epoch seconds) after which the lease is void unless renewed.
     expires_at: float
+
+
+class LeaseRecord(Model):
+    """One row of the lease table as read at one moment: a current grant, a lapsed one, or a release.
+
+    Times are seconds from that reading, by the controller clock, so a reader
+    on any host and with any clock of its own can use them (a lapse moment is
+    its own now plus ``expires_in``). A lapsed record is a holder that stopped
+    renewing without giving the lease up (killed, frozen, cut off): nobody
+    has taken the lease since.
+    """
+
+    name: str
+    #: The holder of the grant; "" once released.
+    holder: str
+    fence: int
+    #: Seconds until the grant lapses, negative once it has; None once released, or where the controller
+    #: clock it counts by is not the reader's (a lease of an earlier boot of an SQLite host).
+    expires_in: float | None
+    #: Seconds since the grant was made (renewals keep it); None where not known (granted by an older
+    #: version, or in an earlier boot) and once released.
+    granted_ago: float | None
+
+    @property
+    def held(self) -> bool:
+        """Whether the grant is current."""
+        return bool(self.holder) and self.expires_in is not None and self.expires_in > 0
+
+    @property
+    def lapsed(self) -> bool:
+        """Whether a holder let the grant run out without releasing it."""
+        return bool(self.holder) and not self.held
+
+    @property
+    def free_in(self) -> float:
+        """Seconds until anyone may be granted the lease: 0 when it is free now."""
+        return self.expires_in if self.held and self.expires_in is not None else 0.0
+
+
+def free_in(table: Iterable[LeaseRecord], names: Iterable[str]) -> float | None:
+    """Seconds until the first of ``names`` that is held now lapses, by ``table``; None if none is held.
+
+    What a standby waiting for those leases needs to ask again the moment one
+    frees, instead of at its next round.
+    """
+    wanted = set(names)
+    waits = [record.free_in for record in table if record.name in wanted and record.held]
+    return min(waits) if waits else None
 
 
 class LeasePort(Protocol):
@@ -68,3 +123,7 @@ class LeasePort(Protocol):
 
     def all(self) -> list[Lease]:
         """Every current, unexpired grant."""
+
+    def table(self) -> list[LeaseRecord]:
+        """Every record, by name: current grants, lapsed ones and releases (a backend that deletes a lapsed
+        record by itself, as etcd does with a dead holder's keys, keeps it only until then)."""

@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from lease.port import Lease
+from lease.port import Lease, LeaseRecord
 from messages.errors import ControllerUnavailable
 
 Clock = Callable[[], float]
@@ -38,9 +38,15 @@ CREATE TABLE IF NOT EXISTS leases (
     holder     TEXT NOT NULL,      -- '' once released
     fence      INTEGER NOT NULL,   -- only grows, kept across release and expiry
     expires_at REAL NOT NULL,      -- lease clock
-    boot       TEXT NOT NULL DEFAULT ''  -- the boot whose lease clock expires_at counts in
+    boot       TEXT NOT NULL DEFAULT '', -- the boot whose lease clock expires_at counts in
+    granted_at REAL                -- lease clock, when this fence was granted; NULL where not known
 )
 """
+
+#: Columns added after files were first made, with what an older file's rows get. A lease of a file made
+#: before ``boot`` counted by the wall clock and is void here (its boot '' is not this one); one made before
+#: ``granted_at`` does not say when it was granted.
+_ADDED_COLUMNS = {"boot": "TEXT NOT NULL DEFAULT ''", "granted_at": "REAL"}
 
 
 def _boot_id() -> str:
@@ -183,10 +189,12 @@ class SqliteLeases:
         db.ensure_schema({"leases": _LEASE_SCHEMA})
         with db.read() as conn:
             have = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
-        if "boot" not in have:  # a file an older daemon made: its leases count by the wall clock, void here
+        if not have >= _ADDED_COLUMNS.keys():  # a file an older daemon made
             with db.write() as conn:
-                if "boot" not in {row[1] for row in conn.execute("PRAGMA table_info(leases)")}:
-                    conn.execute("ALTER TABLE leases ADD COLUMN boot TEXT NOT NULL DEFAULT ''")
+                have = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
+                for column, kind in _ADDED_COLUMNS.items():
+                    if column not in have:
+                        conn.execute(f"ALTER TABLE leases ADD COLUMN {column} {kind}")
 
     def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
         return self.acquire_all([name], holder, ttl)[0]
@@ -210,11 +218,14 @@ class SqliteLeases:
             fence = row[1]
         else:
             fence = (row[1] if row is not None else 0) + 1
+        # Asked again by its holder, the same grant is renewed: it keeps the moment it was granted.
         conn.execute(
-            "INSERT INTO leases (name, holder, fence, expires_at, boot) VALUES (?, ?, ?, ?, ?)"
+            "INSERT INTO leases (name, holder, fence, expires_at, boot, granted_at) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, fence = excluded.fence,"
-            " expires_at = excluded.expires_at, boot = excluded.boot",
-            (name, holder, fence, now + ttl, self._boot),
+            " expires_at = excluded.expires_at, boot = excluded.boot,"
+            " granted_at = CASE WHEN leases.fence = excluded.fence THEN leases.granted_at"
+            " ELSE excluded.granted_at END",
+            (name, holder, fence, now + ttl, self._boot, now),
         )
         return Lease(name=name, holder=holder, fence=fence, expires_at=now + ttl)
 
@@ -267,6 +278,21 @@ class SqliteLeases:
                 (now, self._boot),
             ).fetchall()
         return [_lease(row) for row in rows]
+
+    def table(self) -> list[LeaseRecord]:
+        with self._db.read() as conn:
+            now = self._clock()
+            rows = conn.execute(
+                "SELECT name, holder, fence, expires_at, boot, granted_at FROM leases ORDER BY name"
+            ).fetchall()
+        out = []
+        for name, holder, fence, expires_at, boot, granted_at in rows:
+            ours = boot == self._boot  # a lease clock of another boot says nothing about now
+            out.append(LeaseRecord(
+                name=name, holder=holder, fence=fence,
+                expires_in=expires_at - now if holder and ours else None,
+                granted_ago=now - granted_at if holder and ours and granted_at is not None else None))
+        return out
 
     def refusal(self, conn: sqlite3.Connection, name: str, fence: int) -> str | None:
         """Why a write under ``name`` at ``fence`` must be refused now, or None if it may go in.

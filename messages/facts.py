@@ -62,6 +62,19 @@ class ProviderHealth(Model):
     reason: str = ""
 
 
+class ProviderReconfigured(Model):
+    """A reload changed what the provider's calls run with (``changed``: its ``kind``, ``script`` or
+    ``env_file``, the parts' names only, never their values).
+
+    Written unfenced (a reload is an operator's act) by the daemon that reloaded, before its fresh owner
+    starts. The failures of the old settings say nothing of the new ones: the provider's cooldowns end
+    here (``ProviderRecord.strikes_cleared_at``), and only failures after it count again.
+    """
+
+    kind: Literal["provider_reconfigured"] = "provider_reconfigured"
+    changed: list[Literal["kind", "script", "env_file"]] = Field(default_factory=list)
+
+
 class LeaseChanged(Model):
     kind: Literal["lease_acquired", "lease_lost"]
     name: str
@@ -335,6 +348,7 @@ Payload = Annotated[
         ProviderDescribed,
         ProviderAdmin,
         ProviderHealth,
+        ProviderReconfigured,
         LeaseChanged,
         Order,
         Decision,
@@ -455,6 +469,8 @@ def summary(fact: Fact) -> str:
         return f"{where}{p.kind.replace('provider_', '')}" + (f": {p.reason}" if p.reason else "")
     if isinstance(p, ProviderHealth):
         return f"{where}{p.kind.replace('provider_', '')}" + (f": {p.reason}" if p.reason else "")
+    if isinstance(p, ProviderReconfigured):
+        return f"{where}reconfigured ({', '.join(p.changed) or 'settings'} changed): its cooldowns end"
     if isinstance(p, ProviderDescribed):
         d = p.description
         return f"{where}described: {len(d.templates)} templates, {len(d.pools)} pools, priority {d.priority}"

@@ -24,6 +24,9 @@ class ProviderRecord:
     degraded: str = ""
     owner: str = ""
     fence: int = 0
+    #: Requests that ended at or before this time count no strike against it (``policy.cooldown``): a reload
+    #: changed what its calls run with (``provider_reconfigured``), or an operator resumed it. 0: never.
+    strikes_cleared_at: float = 0.0
 
 
 @dataclass(slots=True)

@@ -14,14 +14,19 @@ strikes. The n-th strike in a row cools the scope down for
 ``min(cap, base * 2 ** (n - 1))`` from when the request ended; a strike
 arriving more than ``cap`` after the previous cooldown ended starts the count
 afresh, so an old bad spell does not punish a provider forever.
+
+A provider's strikes are also cleared by a fact: a reload that changed what
+its calls run with (``provider_reconfigured``), or an operator's ``provider
+resume``. Requests that ended at or before it (``cleared``, per provider:
+``ProviderRecord.strikes_cleared_at``) count nothing, so a restart agrees.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from messages.records import RequestRecord
+from messages.records import ProviderRecord, RequestRecord
 
 #: Scope of a cooldown: (provider, template or resource); "" for the whole provider.
 Scope = tuple[str, str]
@@ -52,14 +57,16 @@ def _cause(req: RequestRecord) -> str:
     return "a failed request"
 
 
-def cooldowns(requests: Iterable[RequestRecord], now: float, base: float, cap: float) -> dict[Scope, Cooldown]:
-    """The scopes cooling down at ``now``, from every request's history."""
+def cooldowns(requests: Iterable[RequestRecord], now: float, base: float, cap: float,
+              cleared: Mapping[str, float] | None = None) -> dict[Scope, Cooldown]:
+    """The scopes cooling down at ``now``, from every request's history; ``cleared``: per provider, the time
+    up to which its requests' ends count nothing (a provider not named there: none)."""
     ended: list[tuple[float, int, str, RequestRecord]] = []
     for req in requests:
         if req.action != "request" or (req.state not in _SUCCESS and req.state not in _STRIKE):
             continue
         at = req.history.since(req.state)
-        if at is not None:
+        if at is not None and (not cleared or at > cleared.get(req.provider, 0.0)):
             ended.append((at, req.seq, req.id, req))
     ended.sort(key=lambda e: e[:3])
     state: dict[Scope, Cooldown] = {}
@@ -76,3 +83,8 @@ def cooldowns(requests: Iterable[RequestRecord], now: float, base: float, cap: f
         state[scope] = Cooldown(provider=req.provider, key=scope[1], until=at + wait, strikes=strikes,
                                 cause=_cause(req))
     return {scope: c for scope, c in state.items() if c.until > now}
+
+
+def cleared(providers: Mapping[str, ProviderRecord]) -> dict[str, float]:
+    """Per provider whose strikes a fact cleared, up to when (``cooldowns``' ``cleared``)."""
+    return {name: rec.strikes_cleared_at for name, rec in providers.items() if rec.strikes_cleared_at}

@@ -34,7 +34,7 @@ from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Decision
 from messages.records import InstanceRecord, RequestRecord
 from messages.states import REQUEST
-from policy.cooldown import cooldowns
+from policy.cooldown import cleared, cooldowns
 from policy.costs import HOLDING
 from policy.limits import HOUR
 from policy.matching import Serves
@@ -91,7 +91,8 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
     if packed:
         _bundles_leaving(packed, state, now, settings, leaves)
     if short:
-        for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max).values():
+        for c in cooldowns(state.requests.values(), now, settings.cooldown, settings.backoff_max,
+                           cleared(state.providers)).values():
             at(c.until)
     #: the host and bundle items with a selector each, and until when each last wanted supply: read
     #: only once an idle host asks (most rounds of a month have none), then kept for the others

@@ -13,8 +13,9 @@ simulator passes a view trimmed to what is still in motion.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from messages.demand import DemandSnapshot
@@ -206,6 +207,27 @@ def _bundles_cut(d: Decision, carried: dict[tuple[str, str | None, str], tuple[i
         [f"{left} could not be placed ({CUT})"] + notes), "candidates": _cut_candidates(d.candidates, chosen)})
 
 
+#: The note of an order or decision a dry run made for a provider no daemon holds (``dry_run(ownerless=True)``).
+NO_OWNER = "no_owner"
+
+
+def no_owner_note(providers: Iterable[str]) -> str:
+    names = sorted(set(providers))
+    return (f"{NO_OWNER}: no daemon holds {', '.join(names)} now, planned from {'its' if len(names) == 1 else 'their'}"
+            " last recorded description")
+
+
+@dataclass(frozen=True)
+class _Owned:
+    """A round's state in which every provider has an owner: those with none are given a stand-in."""
+
+    state: PlanState
+    providers: Mapping[str, ProviderRecord]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.state, name)
+
+
 @dataclass(frozen=True)
 class DryRun:
     """One planning round as it would go, written nowhere: what ``provisioner plan`` shows."""
@@ -218,16 +240,28 @@ class DryRun:
     #: What the orders would cost per hour, at their templates' (pools') prices.
     cost_per_hour: float
     clamps: list[Clamp]
+    #: Providers no daemon holds that were planned for all the same (``ownerless``): their orders and the
+    #: decisions that weighed them say so (``NO_OWNER``).
+    unowned: frozenset[str] = field(default_factory=frozenset)
 
 
 def dry_run(demand: DemandSnapshot | None, state: PlanState, now: float, settings: PlanSettings,
-            catalog: Catalog | None = None) -> DryRun:
+            catalog: Catalog | None = None, *, ownerless: bool = False) -> DryRun:
     """The one entry point for planning a round without acting on it: the daemon's own code, in order.
 
     ``plan`` (orders and decisions, bundle items packed), then the budget's
     review, then its cuts in the decisions, against ``state`` (an empty one
     plans as if no supply existed). Pure: the caller times it and prints it.
+
+    ``ownerless``: a provider no daemon holds now is planned for as if one did, from its last recorded
+    description (``provisioner plan`` with no daemon running answers what a round would order), and its
+    orders and every decision that weighed it carry the ``NO_OWNER`` note. Otherwise such a provider takes
+    nothing (``no owner``), as in the daemon's own rounds.
     """
+    unowned = frozenset(name for name, rec in state.providers.items() if not rec.owner) if ownerless else frozenset()
+    if unowned:
+        state = _Owned(state, {name: dataclasses.replace(rec, owner=NO_OWNER) if name in unowned else rec
+                               for name, rec in state.providers.items()})
     view = supply_view(state)
     result = plan(demand, state.providers, view, now, settings, catalog_for(catalog, state.providers))
     approved, clamps = review_orders(result.orders, state, now, settings)
@@ -244,7 +278,21 @@ def dry_run(demand: DemandSnapshot | None, state: PlanState, now: float, setting
             f"{u.reason}; {CUT}" if u is not None else CUT)
         unplaced.append(Unplaced(item=d.item, count=left, reason=reason))
     cost = sum(o.count * price(state.providers, provider, o.template or o.resource) for provider, o in approved)
-    return DryRun(orders=approved, decisions=decisions, unplaced=unplaced, cost_per_hour=cost, clamps=clamps)
+    if unowned:
+        approved = [(provider, o if provider not in unowned else o.model_copy(update={
+            "reason": "; ".join(r for r in (o.reason, no_owner_note([provider])) if r)})) for provider, o in approved]
+        decisions = [_noted(d, unowned) for d in decisions]
+    return DryRun(orders=approved, decisions=decisions, unplaced=unplaced, cost_per_hour=cost, clamps=clamps,
+                  unowned=unowned)
+
+
+def _noted(d: Decision, unowned: frozenset[str]) -> Decision:
+    """``d`` with the ``NO_OWNER`` note when it chose or weighed a provider no daemon holds."""
+    weighed = {c.provider for c in d.chosen} | {c.provider for c in d.candidates}
+    names = weighed & unowned
+    if not names:
+        return d
+    return d.model_copy(update={"note": "; ".join(n for n in (d.note, no_owner_note(names)) if n)})
 
 
 def _differs(old: Decision | None, new: Decision) -> bool:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from messages.records import ProviderRecord
 from policy.budget import EPS, Headroom, Usage, period_start
 from policy.catalog import Offer
-from policy.cooldown import Cooldown, cooldowns
+from policy.cooldown import Cooldown, cleared, cooldowns
 from policy.costs import costs
 from policy.ratelimit import ordered_recently
 from policy.settings import PlanSettings
@@ -49,7 +49,8 @@ class Rooms:
         self.rate = {p: u.cost_per_hour for p, u in used.by_provider.items()}
         windows = {p: lim.rate_per for p, lim in settings.providers.items() if lim.rate_count is not None}
         self.recent = ordered_recently(view.orders.values(), now, windows) if windows else {}
-        self.cooling = cooldowns(view.requests.values(), now, settings.cooldown, settings.backoff_max)
+        self.cooling = cooldowns(view.requests.values(), now, settings.cooldown, settings.backoff_max,
+                                 cleared(providers))
         self.budget: Headroom | None = None
         b = settings.budget
         if b.any:

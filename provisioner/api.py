@@ -20,6 +20,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from config.located import dotted, shown
+from config.located import in_words as located_words
 from messages.demand import DemandSnapshot, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from provisioner.apimodels import (
@@ -29,6 +31,7 @@ from provisioner.apimodels import (
     AuditVerified,
     BulkResult,
     CostRow,
+    DaemonRow,
     DecisionRow,
     DemandStored,
     Error,
@@ -84,12 +87,60 @@ def _error(status: int, message: str, fields: list[dict[str, str]] | None = None
 
 
 def _field(e: dict[str, Any]) -> dict[str, str]:
-    """One validation error as ``{field, message}``; the input itself is not echoed."""
+    """One validation error of a parameter as ``{field, message}``; the input itself is not echoed."""
     loc = [str(x) for x in e.get("loc", ())]
     if e.get("type") == "json_invalid":
         at = f" at character {loc[1]}" if len(loc) > 1 else ""
         return {"field": "body", "message": f"not valid JSON{at}: {e.get('ctx', {}).get('error', 'malformed')}"}
     return {"field": ".".join(loc), "message": str(e.get("msg", ""))}
+
+
+def _body_model(request: Request) -> Any:
+    """The model of the route's body, when it takes one as a whole (None: the messages are a little plainer)."""
+    route = request.scope.get("route")
+    params = getattr(getattr(route, "dependant", None), "body_params", None) or []
+    if len(params) != 1 or getattr(route, "_embed_body_fields", False):
+        return None
+    return getattr(params[0].field_info, "annotation", None)
+
+
+def _in_words(request: Request, exc: RequestValidationError) -> tuple[str, list[dict[str, str]]]:
+    """The errors as the 422's ``error`` line and its ``fields``.
+
+    A body's errors are said as the CLI says a file's (``config.located``): ``field`` is the plain JSON path
+    (``body.items[0].count``, no union tags), ``message`` the problem in words with the value given, and the
+    line names the list entry by its id: ``body.items[0] (id 'gpu').count: must be at least 0, got -1``.
+    """
+    def in_body(e: Any) -> bool:
+        return tuple(e.get("loc", ()))[:1] == ("body",) and e.get("type") != "json_invalid"
+
+    errors = exc.errors()
+    fields, lines = [], []
+    for e in errors:
+        if not in_body(e):
+            f = _field(e)
+            fields.append(f)
+            lines.append(f"{f['field']}: {f['message']}")
+    body = [dict(e, loc=tuple(e["loc"])[1:]) for e in errors if in_body(e)]
+    if body:
+        for elems, place, message in located_words(body, exc.body, _body_model(request), reword=_reword):
+            fields.append({"field": "body" + _tail(dotted(elems)), "message": message})
+            lines.append(f"body{_tail(place)}: {message}")
+    if not lines:
+        return "request: invalid", []
+    more = f" ({len(lines) - 1} more)" if len(lines) > 1 else ""
+    return lines[0] + more, fields
+
+
+def _reword(kind: str, elems: tuple[Any, ...], value: Any) -> str | None:
+    """A reason's pattern in words, as the CLI says it of ``--reason``."""
+    if kind == "string_pattern_mismatch" and elems[-1:] == ("reason",):
+        return f"not valid: {shown(value)} (one line of text, no control characters)"
+    return None
+
+
+def _tail(path: str) -> str:
+    return path if not path or path.startswith("[") else "." + path
 
 
 def _query_names(dependant: Any) -> set[str]:
@@ -164,11 +215,9 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
         return _error(exc.status, exc.message, exc.fields, headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        fields = [_field(e) for e in exc.errors()]
-        first = fields[0] if fields else {"field": "request", "message": "invalid"}
-        more = f" ({len(fields) - 1} more)" if len(fields) > 1 else ""
-        return _error(422, f"{first['field']}: {first['message']}{more}", fields)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        message, fields = _in_words(request, exc)
+        return _error(422, message, fields)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -286,6 +335,12 @@ def create_app(ops: Operations, tokens: Tokens | None, metrics: Metrics | None =
                 after: After = None, limit: Limit = 1000) -> dict[str, Any]:
         """Orphaned hosts and grants, and requests whose outcome stayed unknown."""
         return listing("orphans", after, limit, provider=provider, kind=kind, state=state)
+
+    @app.get("/v1/daemons", response_model=Page[DaemonRow], responses=_AUTH, tags=["views"])
+    def daemons(_: Reader, state: Filter = None, after: After = None, limit: Limit = 1000) -> dict[str, Any]:
+        """Each daemon instance sharing the controller: alive and holding roles (active), alive holding none
+        (standby), gone without letting go (lapsed), or stopped; since when, and the roles it holds."""
+        return listing("daemons", after, limit, state=state)
 
     @app.get("/v1/demand", response_model=DemandSnapshot | None, responses=_AUTH, tags=["demand"])
     def demand(_: Reader) -> Any:

@@ -23,7 +23,9 @@ REASON = r"^[^\x00-\x1f\x7f]*$"
 class ProviderRow(BaseModel):
     name: str
     kind: str | None
+    #: The instance holding its lease, or the last one to, when that one let it lapse.
     owner: str
+    owner_state: Literal["held", "lapsed", "none"]
     lease: int | None
     priority: int | None
     capacity: int | None
@@ -113,6 +115,29 @@ class OrphanRow(BaseModel):
     count: int | None
     cost_so_far: float | None
     reason: str
+
+
+class RoleHeld(BaseModel):
+    role: str
+    fence: int
+    state: Literal["held", "lapsed"]
+    #: When it was granted (held; null when not known), or when it lapsed.
+    since: float | None
+
+
+class DaemonRow(BaseModel):
+    instance: str
+    state: Literal["active", "standby", "lapsed", "stopped"]
+    #: host:pid of the process holding (or last holding) the instance's lease; "" once stopped.
+    process: str
+    #: Since when it is in its state: its process took the instance lease (active, standby), or let it
+    #: lapse (lapsed); null when not known.
+    since: float | None
+    #: Seconds until its instance lease lapses unless renewed (alive only).
+    expires_in: float | None
+    planner: bool
+    providers: list[str]
+    roles: list[RoleHeld]
 
 
 class Page(BaseModel, Generic[T]):

@@ -61,7 +61,7 @@ _HASH_SUFFIX = len(',"hash":""}') + 64
 AUDITED = frozenset({
     "decision", "order", "budget_event", "lease_acquired", "lease_lost",
     "provider_paused", "provider_resumed", "provider_drained", "provider_disabled",
-    "provider_degraded", "provider_recovered",
+    "provider_degraded", "provider_recovered", "provider_reconfigured",
 })
 
 

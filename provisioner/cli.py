@@ -1,4 +1,4 @@
-"""``provisioner``: run the daemon, check a config, feed demand and host events, show state, steer.
+"""provisioner: run the daemon, check a config, feed demand and host events, show state, steer.
 
 Views, inputs and actions talk to the controller directly, so they work with
 no daemon running; with ``--url`` they go through a daemon's REST API
@@ -41,7 +41,7 @@ from provisioner.audit import GENESIS, AuditError, AuditLog, follow
 from provisioner.auth import TokensError
 from provisioner.bulk import Bulk, BulkFilter
 from provisioner.checkconfig import check_config_main
-from provisioner.cli_options import BadLogLevel, add_global, log_format, log_level, shared
+from provisioner.cli_options import AFTER, BadLogLevel, Parser, add_global, log_format, log_level, shared
 from provisioner.client import ClientError, Remote, read_token
 from provisioner.demo import default_home, demo_config, sim_admin
 from provisioner.documents import read_document
@@ -535,6 +535,7 @@ def _pair(spec: str, kind: type, form: str) -> tuple[str, Any]:
 #: Columns too wide for a table; ``-o json`` has them.
 HIDDEN: dict[str, tuple[str, ...]] = {
     "providers": ("description", "status_reason"),
+    "daemons": ("roles",),
     "audit": ("id", "lease", "fence", "payload", "prev", "hash"),
 }
 
@@ -594,8 +595,14 @@ class _closing:
 # --- parser ---------------------------------------------------------------------------
 
 
+#: The first lines of ``provisioner --help``: plain words, no markup.
+DESCRIPTION = ("Run the daemon, check a config, feed demand and host events, show state, steer. Views and "
+               "actions work on the controller directly, with no daemon running, or through a daemon's REST "
+               "API with --url.")
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="provisioner", description=__doc__.splitlines()[0])
+    ap = Parser(prog="provisioner", description=DESCRIPTION)
     ap.add_argument("--version", action="version", version=f"provisioner {version()}")
     add_global(ap)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -603,8 +610,8 @@ def parser() -> argparse.ArgumentParser:
 
     def add(subs: Any, name: str, parents: list[argparse.ArgumentParser] | None = None,
             **kw: Any) -> argparse.ArgumentParser:
-        """A command's parser, taking the global options after the command too."""
-        return subs.add_parser(name, parents=parents if parents is not None else [common], **kw)
+        """A command's parser, taking the global options after the command too (named in its help's last line)."""
+        return subs.add_parser(name, parents=parents if parents is not None else [common], epilog=AFTER, **kw)
 
     def out(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -662,7 +669,7 @@ def parser() -> argparse.ArgumentParser:
     provider = add(sub, "provider", help="steer a provider").add_subparsers(dest="provider", required=True)
     for action, text in (("pause", "stop new requests"),
                          ("resume", "undo pause or drain, or revive a provider the daemon disabled (script exit 77 "
-                                    "or 78, or one that cannot start) once its cause is fixed"),
+                                    "or 78, or one that cannot start) once its cause is fixed; ends its cooldowns too"),
                          ("drain", "stop new requests; what it holds goes back as it falls idle")):
         p = why(add(provider, action, help=f"{text} (its owner carries it out)"))
         p.add_argument("name")

@@ -5,13 +5,17 @@ mean the same, as kubectl and git users expect. argparse alone copies a
 subcommand's defaults over the values given before it, so after the command
 these options default to "not given" (``SUPPRESS``) and only what is written
 there replaces what came before.
+
+Only ``provisioner --help`` explains them: a command's help names them in one
+line (``AFTER``) rather than repeating their help under every command.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+import textwrap
+from typing import Any, NoReturn
 
 #: (flags, argparse keywords) of each global option; defaults are the main parser's.
 GLOBAL: list[tuple[tuple[str, ...], dict[str, Any]]] = [
@@ -28,6 +32,35 @@ GLOBAL: list[tuple[tuple[str, ...], dict[str, Any]]] = [
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
+#: What a command's help says of the global options, instead of listing them again.
+AFTER = ("global options (" + ", ".join(flags[0] for flags, _ in GLOBAL)
+         + ") go before or after the command; provisioner --help explains them")
+
+
+class Formatter(argparse.HelpFormatter):
+    """argparse's, but a paragraph is never broken inside a word with a hyphen (``--log-level``)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        text = " ".join(text.split())
+        return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+
+
+class Parser(argparse.ArgumentParser):
+    """A parser whose error for a missing command names the commands there are, not argparse's ``dest``
+    (``the following arguments are required: instance`` after ``provisioner instance``)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kw)
+
+    def error(self, message: str) -> NoReturn:
+        for action in self._actions:
+            if (isinstance(action, argparse._SubParsersAction) and action.choices
+                    and message == f"the following arguments are required: {action.dest}"):
+                names = ", ".join(action.choices)
+                message = f"missing a command: one of {names} ({self.prog} --help says what each does)"
+        super().error(message)
+
 
 def add_global(ap: argparse.ArgumentParser) -> None:
     """The options on the main parser, before any command."""
@@ -36,15 +69,15 @@ def add_global(ap: argparse.ArgumentParser) -> None:
 
 
 def shared(skip: tuple[str, ...] = ()) -> argparse.ArgumentParser:
-    """A parent for every command's parser: the global options, taken after the command too.
+    """A parent for every command's parser: the global options, taken after the command too (and left out
+    of its help and usage: ``AFTER`` names them there).
 
     ``skip``: flags the command defines itself (``sim --config`` names its own config).
     """
     parent = argparse.ArgumentParser(add_help=False)
-    group = parent.add_argument_group("global options (before or after the command)")
     for flags, kw in GLOBAL:
         if flags[0] not in skip:
-            group.add_argument(*flags, default=argparse.SUPPRESS, **kw)
+            parent.add_argument(*flags, **{**kw, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS})
     return parent
 
 

@@ -45,7 +45,7 @@ from config.located import ConfigError
 from config.models import Config, ProviderConfig
 from messages.commands import Append, Appended, Reconfigure
 from messages.errors import ControllerUnavailable
-from messages.facts import Fact
+from messages.facts import Fact, ProviderReconfigured, make_fact
 from owner.calls import OnDone
 from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
@@ -302,6 +302,7 @@ class Daemon:
             plan = plan_reload(self.cfg, new)
             self.cfg = cfg = plan.config
             if self.started:
+                self._reconfigured(plan.reconfigured)
                 message = Reconfigure(config=cfg, restart=frozenset(plan.restart))
                 self.budget.tell(message)
                 self.leases.tell(message)
@@ -311,6 +312,20 @@ class Daemon:
                 self.ops.billing_units = plan_settings(cfg.policy, cfg.budget, cfg.providers).billing_units
                 self.ops.max_demand_items = cfg.policy.max_demand_items
             return self._reloaded(True, changes=plan.changes, restart_needed=plan.restart_needed)
+
+    def _reconfigured(self, changed: dict[str, list[str]]) -> None:
+        """Record that a reload changed what these providers' calls run with, before their fresh owners start:
+        their cooldowns end there (``provider_reconfigured``, an operator's act: unfenced). Not recorded
+        (the controller out of reach), they keep them until they run out, and the log says so."""
+        if not changed:
+            return
+        facts = [make_fact(ProviderReconfigured(changed=parts), provider=name)  # type: ignore[arg-type]
+                 for name, parts in sorted(changed.items())]
+        reply = self.write(facts)
+        why = reply.error or "; ".join(reason for _, _, reason in reply.refused)
+        if why:
+            log.warning("reload: provider_reconfigured not recorded for %s, their cooldowns stay until they run "
+                        "out (provisioner provider resume ends them): %s", ", ".join(sorted(changed)), why)
 
     def _reloaded(self, ok: bool, changes: list[str] | None = None, restart_needed: list[str] | None = None,
                   errors: list[str] | None = None) -> dict[str, Any]:

@@ -13,13 +13,13 @@ import time
 from collections import Counter
 from typing import Any, Callable, Literal, Mapping, NamedTuple
 
-from lease.port import Lease
+from lease.port import LeaseRecord
 from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
 from messages.facts import Fact, Order, Payload, ProviderAdmin, make_fact
 from messages.states import GRANT, INSTANCE, REQUEST, StateMachine
 from persistence.port import Controller
 from policy.explain import unservable
-from provisioner import views
+from provisioner import holders, views
 from provisioner.audit import AuditLog
 from provisioner.bulk import Bulk, BulkFilter, orders, select, summary
 from provisioner.readmodel import ReadModel
@@ -62,7 +62,8 @@ class CommitFailed(Exception):
 class Scope(NamedTuple):
     """What a view may need beyond the projection."""
 
-    leases: list[Lease]
+    #: The lease table, for the views that show who holds what.
+    leases: list[LeaseRecord]
     now: float
     #: Seconds per billed unit, per provider (absent: billed per second).
     billing_units: Mapping[str, float]
@@ -79,8 +80,12 @@ class View(NamedTuple):
 
     key: str
     filters: tuple[str, ...]
-    rows: Callable[[Projection, Scope], list[dict[str, Any]]]
+    rows: Callable[[Projection | None, Scope], list[dict[str, Any]]]
     choices: Mapping[str, tuple[str, ...]] = {}
+    #: Whether its rows come from the facts (a projection of them) or from the lease table alone.
+    facts: bool = True
+    #: Whether it reads the lease table.
+    leases: bool = False
 
 
 def _states(machine: StateMachine) -> tuple[str, ...]:
@@ -94,7 +99,9 @@ def _states(machine: StateMachine) -> tuple[str, ...]:
 KINDS = ("hosts", "units")
 VIEWS: dict[str, View] = {
     "providers": View("name", ("kind", "status", "owner"), lambda p, s: views.provider_details(p, s.leases, s.now),
-                      {"kind": KINDS, "status": ("active", "degraded", "paused", "drained", "disabled")}),
+                      {"kind": KINDS,
+                       "status": ("active", "degraded", "owner_lapsed", "paused", "drained", "disabled")},
+                      leases=True),
     "requests": View("id", ("provider", "state", "action", "kind"), lambda p, s: views.requests(p),
                      {"state": _states(REQUEST), "action": ("request", "return"), "kind": KINDS}),
     "instances": View("id", ("provider", "state", "template"), lambda p, s: views.instances(p, s.now),
@@ -104,6 +111,8 @@ VIEWS: dict[str, View] = {
     "decisions": View("seq", ("item",), lambda p, s: views.decisions(p)),
     "orphans": View("id", ("provider", "kind", "state"), lambda p, s: views.orphans(p, s.now),
                     {"kind": ("instance", "grant", "request"), "state": ("orphaned", "timed_out", "failed")}),
+    "daemons": View("instance", ("state",), lambda p, s: holders.daemons(s.leases, s.now), {"state": holders.STATES},
+                    facts=False, leases=True),
 }
 
 
@@ -146,10 +155,13 @@ class Operations:
         v = VIEWS[view]
         check_filters(view, where or {})
         supply = self.controller.get_supply() if view == "resources" else None
-        scope = Scope(self.controller.leases.all() if view == "providers" else [], self.clock(), self.billing_units,
+        scope = Scope(self.controller.leases.table() if v.leases else [], self.clock(), self.billing_units,
                       supply.resources if supply is not None else {})
-        with self.read_model.current() as p:
-            rows = v.rows(p, scope)
+        if not v.facts:
+            rows = v.rows(None, scope)
+        else:
+            with self.read_model.current() as p:
+                rows = v.rows(p, scope)
         return views.page(rows, v.key, after=after, limit=limit, where=where)
 
     def provider(self, name: str) -> dict[str, Any]:

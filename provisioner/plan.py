@@ -10,15 +10,23 @@ requests, hosts or grants (the providers, their steering and their owners
 stay as the facts say). Nothing is appended to the controller, the audit
 log or a snapshot.
 
+It needs no daemon running: a provider no daemon holds now is planned for
+from its last recorded description, as if its owner were there, and each of
+its orders and each decision that weighed it says so (``no_owner: ...``).
+A provider of the config that was never described has no templates to plan
+with, and is named as such.
+
 The answer, as JSON (``-o json``) or as tables for people::
 
-    {"orders": [{"provider", "template", "count", "bundles": {ITEM_ID: N}, "item", "resource"}],
-     "cost_per_hour", "unplaced": [{"item", "count", "reason"}], "decisions": [...], "planning_ms"}
+    {"orders": [{"provider", "template", "count", "bundles": {ITEM_ID: N}, "item", "resource", "note"}],
+     "cost_per_hour", "unplaced": [{"item", "count", "reason"}], "decisions": [...], "planning_ms",
+     "no_owner": [PROVIDER], "never_described": [PROVIDER]}
 
 ``bundles`` says how many bundles of which items a packed order's hosts
 carry; a host or units order names its ``item`` instead (and ``resource``
-for units). ``planning_ms`` times the round alone, without reading the log.
-Something left unplaced is an answer, not a failure: the exit status is 0.
+for units). ``note`` is null, or says that no daemon holds the provider.
+``planning_ms`` times the round alone, without reading the log. Something
+left unplaced is an answer, not a failure: the exit status is 0.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from messages.records import (
 )
 from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
-from policy.rounds import DryRun, dry_run
+from policy.rounds import NO_OWNER, DryRun, dry_run
 from policy.settings import PlanSettings, plan_settings
 from provisioner.documents import DocumentError, read_document
 from provisioner.explained import decision_lines
@@ -85,6 +93,8 @@ class Planned:
     #: Where the settings came from, for the table's heading.
     settings_from: str
     empty: bool
+    #: Providers of the config with no recorded description: nothing to plan with.
+    never_described: list[str] = field(default_factory=list)
 
 
 def plan_round(demand: DemandSnapshot, url: str, home: Path, cfg: Config | None, empty: bool = False,
@@ -99,23 +109,33 @@ def plan_round(demand: DemandSnapshot, url: str, home: Path, cfg: Config | None,
                 p.providers, p.resources, p.orders, p.requests, p.instances, p.grants, p.nodes, list(p.decided))
             at = time.time() if now is None else now
             started = time.perf_counter()
-            result = dry_run(demand, state, at, settings)
+            result = dry_run(demand, state, at, settings, ownerless=True)
             took = (time.perf_counter() - started) * 1000.0
+            never = [c.name for c in cfg.providers if (rec := p.providers.get(c.name)) is None
+                     or rec.description is None] if cfg is not None else []
     finally:
         controller.close()
     return Planned(result, took, "the config's policy, budget and providers" if cfg is not None
-                   else "the defaults (no config given)", empty)
+                   else "the defaults (no config given)", empty, never)
+
+
+def _note(reason: str) -> str | None:
+    """An order's ``no_owner`` note, from its reason."""
+    return next((part for part in reason.split("; ") if part.startswith(f"{NO_OWNER}:")), None)
 
 
 def as_json(planned: Planned) -> dict[str, Any]:
     r = planned.result
     return {
         "orders": [{"provider": provider, "template": o.template, "count": o.count, "bundles": o.bundles,
-                    "item": o.item_id or None, "resource": o.resource} for provider, o in r.orders],
+                    "item": o.item_id or None, "resource": o.resource, "note": _note(o.reason)}
+                   for provider, o in r.orders],
         "cost_per_hour": round(r.cost_per_hour, 6),
         "unplaced": [{"item": u.item, "count": u.count, "reason": u.reason} for u in r.unplaced],
         "decisions": [d.model_dump(mode="json", exclude={"kind"}) for d in r.decisions],
         "planning_ms": round(planned.planning_ms, 3),
+        "no_owner": sorted(r.unowned),
+        "never_described": planned.never_described,
     }
 
 
@@ -128,10 +148,20 @@ def as_text(planned: Planned) -> str:
     lines = [f"plan: {what or 'nothing'} in {n} order{'' if n == 1 else 's'}, {r.cost_per_hour:.4f} per hour "
              f"(planning {planned.planning_ms:.1f} ms)"
              + (", as if no supply existed" if planned.empty else ", counting the supply in flight"),
-             f"settings: {planned.settings_from}", ""]
-    lines += _table(["provider", "template", "count", "carries", "for"], [
+             f"settings: {planned.settings_from}"]
+    if r.unowned:
+        its = "its" if len(r.unowned) == 1 else "their"
+        lines.append(f"no owner: no daemon holds {', '.join(sorted(r.unowned))} now; planned from {its} last "
+                     f"recorded description as {its} owner would (marked {NO_OWNER})")
+    if planned.never_described:
+        lines.append(f"never described, not planned for: {', '.join(planned.never_described)} (no daemon has "
+                     "described it yet)")
+    lines.append("")
+    noted = any(provider in r.unowned for provider, _ in r.orders)
+    lines += _table(["provider", "template", "count", "carries", "for"] + (["note"] if noted else []), [
         [provider, o.template or o.resource or "-", str(o.count),
          ", ".join(f"{item}: {n}" for item, n in sorted(o.bundles.items())) or "-", o.item_id or "-"]
+        + ([NO_OWNER if provider in r.unowned else "-"] if noted else [])
         for provider, o in r.orders])
     if r.unplaced:
         lines += ["", "unplaced:"]

@@ -9,8 +9,10 @@ config, part by part:
   removed stop, and their lease is released once their owner has stopped
   cleanly, so another instance serving them may take over;
 - a provider whose ``kind``, ``script`` or ``env_file`` changed is run by a
-  fresh owner (its calls go through a new runner); one whose ``describe``
-  or ``policy`` changed keeps its owner, which is told the new settings (and
+  fresh owner (its calls go through a new runner), and starts without the
+  cooldowns its old settings' failures caused: the daemon records
+  ``provider_reconfigured`` for it first; one whose ``describe`` or
+  ``policy`` changed keeps its owner, which is told the new settings (and
   describes itself again when its overrides changed);
 - ``policy``, ``budget``, ``resources``, ``lease`` and ``instance.planner``
   apply at once, by message to the actors that use them;
@@ -42,6 +44,8 @@ class ReloadPlan:
     restart_needed: list[str] = field(default_factory=list)
     #: Providers whose owner is replaced (their script changed).
     restart: set[str] = field(default_factory=set)
+    #: Of those, what changed (``kind``, ``script``, ``env_file``): their ``provider_reconfigured`` facts.
+    reconfigured: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _get(cfg: Config, dotted: str) -> Any:
@@ -57,10 +61,14 @@ def _keys(old: Any, new: Any) -> list[str]:
     return [k for k in a if a[k] != b.get(k)]
 
 
+#: The parts of a provider's config its calls run with: a change to one replaces its owner.
+CALLS = ("kind", "script", "env_file")
+
+
 def _provider_change(old: ProviderConfig, new: ProviderConfig) -> tuple[list[str], bool]:
     """What differs between two configs of one provider, and whether its owner must be replaced."""
-    parts = [k for k in ("kind", "script", "env_file", "describe", "policy") if getattr(old, k) != getattr(new, k)]
-    return parts, any(k in ("kind", "script", "env_file") for k in parts)
+    parts = [k for k in (*CALLS, "describe", "policy") if getattr(old, k) != getattr(new, k)]
+    return parts, any(k in CALLS for k in parts)
 
 
 def plan_reload(old: Config, new: Config) -> ReloadPlan:
@@ -88,8 +96,10 @@ def plan_reload(old: Config, new: Config) -> ReloadPlan:
         parts, replaced = _provider_change(before, after)
         if replaced:
             plan.restart.add(name)
+            plan.reconfigured[name] = [k for k in parts if k in CALLS]
         plan.changes.append(f"provider {name}: {', '.join(parts)} changed"
-                            + ("; a fresh owner takes over" if replaced else "; its owner is told"))
+                            + ("; a fresh owner takes over, without the old settings' cooldowns" if replaced
+                               else "; its owner is told"))
     elsewhere = ({p.name for p in old.providers} | {p.name for p in config.providers}) - served_before - served_now
     for name in sorted(elsewhere):
         before, after = old.provider(name), config.provider(name)

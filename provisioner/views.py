@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from lease.port import Lease
+from lease.port import PROVIDER, LeaseRecord
 from messages.facts import UNKNOWN
 from messages.states import GRANT, INSTANCE, REQUEST
 from policy.costs import costs as policy_costs
 from policy.costs import instance_cost as _instance_cost
+from provisioner.holders import Owner, owner
 from state.projection import Projection
 
 
@@ -25,14 +26,19 @@ def instance_cost(p: Projection, inst: Any, now: float) -> float:
     return _instance_cost(inst, _price(p, inst.provider, inst.template), now)
 
 
-def providers(p: Projection, leases: list[Lease], now: float) -> list[dict[str, Any]]:
-    owners = {lease.name: lease for lease in leases}
+#: The statuses of a provider its owner runs: one whose owner's lease lapsed shows ``owner_lapsed`` instead.
+RUNNING = ("active", "degraded")
+
+
+def providers(p: Projection, leases: list[LeaseRecord], now: float) -> list[dict[str, Any]]:
+    """``leases``: the lease table (``LeasePort.table``): an owner whose lease lapsed is shown as such."""
+    records = {lease.name: lease for lease in leases}
     rates = policy_costs(p.providers, p.instances, p.grants, now).by_provider
     rows = []
     for name in sorted(p.providers):
         rec = p.providers[name]
         desc = rec.description
-        lease = owners.get(f"provider:{name}")
+        who = owner(records.get(PROVIDER + name), rec.owner, rec.fence)
         if desc is not None and desc.kind == "units":
             in_use = sum(g.count for g in p.grants.values() if g.provider == name and g.state not in GRANT.terminal
                          and g.state != "requested")
@@ -51,16 +57,28 @@ def providers(p: Projection, leases: list[Lease], now: float) -> list[dict[str, 
         rows.append({
             "name": name,
             "kind": desc.kind if desc else None,
-            "owner": lease.holder if lease else "",
-            "lease": lease.fence if lease else None,
+            "owner": who.holder,
+            "owner_state": who.state,
+            "lease": who.fence,
             "priority": desc.priority if desc else None,
             "capacity": capacity,
             "in_use": in_use,
             "pending": pending,
             "cost_per_hour": round(rates[name].cost_per_hour_now, 6),
-            "status": "degraded" if rec.status == "active" and rec.degraded else rec.status,
+            "status": _status(rec.status, rec.degraded, who),
         })
     return rows
+
+
+def _status(admin: str, degraded: str, who: Owner) -> str:
+    status = "degraded" if admin == "active" and degraded else admin
+    return "owner_lapsed" if status in RUNNING and who.state == "lapsed" else status
+
+
+def _lapsed_reason(name: str, who: Owner) -> str:
+    when = f" {who.lapsed_ago:.0f} s ago" if who.lapsed_ago is not None else ""
+    return (f"the lease of its owner {who.holder} lapsed{when} (it stopped renewing without letting go: killed, "
+            f"frozen or cut off) and no instance serving {name} has taken it since")
 
 
 def requests(p: Projection) -> list[dict[str, Any]]:
@@ -125,12 +143,17 @@ def resources(p: Projection, scheduler_in_use: Mapping[str, int] | None = None) 
     return rows
 
 
-def provider_details(p: Projection, leases: list[Lease], now: float) -> list[dict[str, Any]]:
+def provider_details(p: Projection, leases: list[LeaseRecord], now: float) -> list[dict[str, Any]]:
     """Providers' rows with their full description and why they have their status."""
+    records = {lease.name: lease for lease in leases}
     rows = providers(p, leases, now)
     for row in rows:
         rec = p.providers[row["name"]]
-        row["status_reason"] = rec.degraded if row["status"] == "degraded" else rec.status_reason
+        if row["status"] == "owner_lapsed":
+            row["status_reason"] = _lapsed_reason(row["name"], owner(records.get(PROVIDER + row["name"]),
+                                                                     rec.owner, rec.fence))
+        else:
+            row["status_reason"] = rec.degraded if row["status"] == "degraded" else rec.status_reason
         row["description"] = rec.description.model_dump(mode="json") if rec.description else None
     return rows
 

@@ -32,6 +32,7 @@ from messages.facts import (
     ProviderAdmin,
     ProviderDescribed,
     ProviderHealth,
+    ProviderReconfigured,
     RequestChanged,
     RequestPlanned,
     ResourceTotalChanged,
@@ -349,6 +350,17 @@ class Projection:
         rec = self.provider(fact.provider)
         rec.status = _ADMIN_STATUS[p.kind]
         rec.status_reason = p.reason
+        if p.kind == "provider_resumed":  # an operator says the cause is fixed: its failures count no more
+            self._clear_strikes(rec, fact.time)
+
+    def _reconfigured(self, fact: Fact, p: ProviderReconfigured) -> None:
+        self._clear_strikes(self.provider(fact.provider), fact.time)
+
+    def _clear_strikes(self, rec: ProviderRecord, at: float) -> None:
+        """Every request of ``rec`` that ended before this fact counts no strike: from the fact's time, or
+        the latest end recorded before it where a clock ran ahead (the log's order is what counts)."""
+        ended = (r.history.since(r.state) or 0.0 for r in self.requests_by(rec.name) if r.state in REQUEST.terminal)
+        rec.strikes_cleared_at = max(rec.strikes_cleared_at, at, max(ended, default=0.0))
 
     def _health(self, fact: Fact, p: ProviderHealth) -> None:
         self.provider(fact.provider).degraded = p.reason if p.kind == "provider_degraded" else ""
@@ -582,6 +594,7 @@ _HANDLERS: dict[type, Callable[[Projection, Fact, object], None]] = {
     ProviderDescribed: Projection._described,
     ProviderAdmin: Projection._admin,
     ProviderHealth: Projection._health,
+    ProviderReconfigured: Projection._reconfigured,
     LeaseChanged: Projection._lease,
     Order: Projection._order,
     Decision: Projection._decision,

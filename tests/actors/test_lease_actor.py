@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from actors.lease import LeaseActor, Revocation
+import pytest
+
+from actors.lease import LAPSE_SLACK, LeaseActor, Revocation
 from lease.port import Lease
 from messages.commands import Tick
 from messages.facts import ProviderAdmin, make_fact
@@ -29,6 +31,72 @@ def test_a_standby_takes_each_lease_as_it_frees_while_renewing_those_it_holds(wo
     assert {lease.name for lease in controller.leases.all() if lease.holder == "b"} == ROLES
     assert [r.name for r in started] == ["planner", "provider:hosts", "provider:units"], "no role started twice"
     assert not any(r.stopped or r.revoked.is_set() for r in started)
+
+
+def ticking(actor: LeaseActor, clock: Clock, until: float, every: float = 0.25) -> None:
+    """Let time pass until ``until`` as the ticker would: a Tick every ``every`` seconds, and one at each
+    moment the actor asked to be woken at."""
+    next_tick = clock.now + every
+    while True:
+        wakes = actor.ticker.wakes
+        soonest = min([next_tick, *wakes])
+        if soonest > until:
+            clock.now = until
+            return
+        clock.now = soonest
+        if soonest in wakes:
+            wakes.remove(soonest)
+        else:
+            next_tick += every
+        actor.on_receive(Tick(now=clock.now))
+
+
+def test_a_standby_asks_again_the_moment_the_holders_lease_lapses_not_at_its_next_round(world) -> None:
+    """Issue 34: a takeover came up to ``renew_every`` after the lapse, at the standby's next round."""
+    clock, controller = world
+    b, started = lease_actor(world, "b")  # ttl 4 s, renew_every 1 s
+    b.on_start()
+    assert held(b) == ROLES
+    b.on_stop()  # b lets go; a takes every role, and dies
+    clock.now += 0.3
+    for name in ROLES:
+        assert controller.leases.acquire(name, "a", 4.0) is not None
+    lapse = clock.now + 4.0
+    b, started = lease_actor(world, "b")
+    clock.now += 0.2
+    b.on_start()  # its rounds come every second from now: none near the lapse
+    ticking(b, clock, until=lapse - 0.01)
+    assert held(b) == set(), "a's leases stand until they lapse"
+    ticking(b, clock, until=lapse + LAPSE_SLACK)
+    assert held(b) == ROLES, "it holds every lease as they lapse, not at its next round"
+    assert all(r.holder == "b" and r.granted_ago == pytest.approx(0) for r in controller.leases.table()
+               if r.name in ROLES)
+    assert not any(r.stopped for r in started)
+
+
+def test_a_standby_of_the_same_id_takes_the_instance_lease_the_moment_it_lapses(world) -> None:
+    clock, controller = world
+    first, _ = lease_actor(world, "a")
+    second, _ = lease_actor(world, "a")
+    first.on_start()  # and then dies
+    lapse = clock.now + 4.0
+    clock.now += 0.2
+    second.on_start()  # it waits behind the first
+    ticking(second, clock, until=lapse - 0.01)
+    assert held(second) == set()
+    ticking(second, clock, until=lapse + LAPSE_SLACK)
+    assert controller.leases.get("instance:a").holder == second.incarnation
+    assert held(second) == ROLES
+
+
+def test_an_owner_holding_all_it_wants_reads_no_lease_table(world, monkeypatch) -> None:
+    clock, controller = world
+    b, _ = lease_actor(world, "b")
+    b.on_start()
+    read = []
+    monkeypatch.setattr(controller.leases, "table", lambda: read.append(1) or [])
+    rounds(b, clock, 3.0)
+    assert held(b) == ROLES and read == [] and b.ticker.wakes == []
 
 
 def test_a_lease_refused_at_renewal_stops_its_actor_and_is_asked_for_again_next_round(world) -> None:

@@ -107,12 +107,12 @@ def test_check_config_prints_a_summary_without_credentials(site: Path) -> None:
 
 def test_check_config_prints_every_issue_and_returns_2(site: Path) -> None:
     (site / "flexlm" / "provider").unlink()
-    path = write(site, GOOD.replace("serves: [aws-east, vcs-pool]", "serves: [aws-east, vcs-poll]"))
+    path = write(site, GOOD.replace("serves: [aws-east, vcs-pool]", "serves: [aws-east, vcs-pool, vcs-poll]"))
     out, err = io.StringIO(), io.StringIO()
     assert check_config_main(str(path), out, err) == 2
     assert out.getvalue() == ""
     assert err.getvalue().splitlines() == [
-        f"{path}:1: instance.serves[1]: no provider named 'vcs-poll' (did you mean 'vcs-pool'?)",
+        f"{path}:1: instance.serves[2]: no provider named 'vcs-poll' (did you mean 'vcs-pool'?)",
         f"{path}:11: providers[1].script.path: no such file: {site / 'flexlm' / 'provider'}",
     ]
 
@@ -258,7 +258,8 @@ def test_secrets_name_variables_of_an_env_file(tmp_path: Path) -> None:
     assert problems(path, check_files=False) == [
         f"{path}:6: providers[0].script.secrets[1]: not a variable name: '2FA CODE' (letters, digits and '_', "
         "not starting with a digit)",
-    ]
+        f"{path}:13: providers[1].script.secrets: names variables of the env_file, and this provider has no env_file",
+    ], "the other provider's problem is reported in the same pass"
     path.write_text(path.read_text().replace(', "2FA CODE"', ""))
     assert problems(path, check_files=False) == [
         f"{path}:13: providers[1].script.secrets: names variables of the env_file, and this provider has no env_file",
@@ -490,3 +491,64 @@ def test_a_v2_provider_is_given_no_work_dir(tmp_path: Path) -> None:
     assert problems(path, check_files=False) == [
         f"{path}:4: providers[0].script.work_dir: only used with style: lsf (its plugin's PRO_DATA_DIR); a v2 "
         "script is given no work folder: name its state folder in its env_file"]
+
+
+# --- one pass, and only this instance's files (issue 34, items 4 and 7) --------------------------
+
+
+IMPORTED = """
+instance: {id: lsf-a, serves: [awsv2]}
+controller: {url: "sqlite:///state.db"}
+providers:
+  - name: awsv2
+    kind: hosts
+    script: {style: lsf, path: aws/scripts, conf_dir: aws}
+  - name: ourdaemon
+    kind: hosts
+    script:
+      style: lsf
+      path: /opt/ourdaemon/scripts/scripts
+      conf_dir: /opt/ourdaemon/conf
+    env_file: /etc/provisioner/ourdaemon.env
+"""
+
+
+def test_a_provider_another_instance_serves_is_checked_for_schema_only(site: Path) -> None:
+    """An imported section names a plugin whose folders are on another host: this instance does not serve it,
+    so check-config passes here (it said "no such file" for its folder)."""
+    assert not Path("/opt/ourdaemon").exists()
+    path = write(site, IMPORTED)
+    out, err = io.StringIO(), io.StringIO()
+    assert check_config_main(str(path), out, err) == 0, err.getvalue()
+    assert any(line.split()[-5:] == ["ourdaemon", "hosts", "lsf", "served", "by"] or "ourdaemon" in line
+               and "served by another instance" in line for line in out.getvalue().splitlines())
+    # Its structure is still checked, and its files once this instance serves it.
+    assert problems(write(site, IMPORTED.replace("style: lsf\n      path: /opt", "style: lfs\n      path: /opt"))) \
+        == [f"{path}:10: providers[1].script.style: expected one of 'lsf', 'v2', got 'lfs'"]
+    served = problems(write(site, IMPORTED.replace("serves: [awsv2]", "serves: [awsv2, ourdaemon]")))
+    assert [line.split(": ", 2)[1] for line in served] == [
+        "providers[1].script.path", "providers[1].script.conf_dir", "providers[1].env_file"], served
+
+
+def test_a_serves_typo_is_reported_with_the_schema_errors_in_one_pass(site: Path) -> None:
+    """check-config reported in passes: the typo in serves showed only once the bad duration was fixed."""
+    path = write(site, GOOD.replace("serves: [aws-east, vcs-pool]", "serves: [aws-east, vcs-poll]")
+                 + "policy: {idle_time: 10 minutes}\n")
+    assert problems(path, check_files=False) == [
+        f"{path}:1: instance.serves[1]: no provider named 'vcs-poll' (did you mean 'vcs-pool'?)",
+        f"{path}:14: policy.idle_time: not a duration: '10 minutes' (use e.g. 90s, 10m, 2h)",
+    ]
+
+
+def test_one_pass_reports_cross_references_and_files_beside_a_bad_provider_entry(site: Path) -> None:
+    """A provider entry with a structural problem is left out of the other checks (it is not reported as
+    missing where it is named), while the rest of the file is checked, its files too."""
+    (site / "aws.env").chmod(0o644)
+    text = (GOOD.replace("kind: units", "kind: unit")
+            .replace("resources:\n", "resources:\n  - {name: lic, provider: nobody}\n"))
+    path = write(site, text)
+    lines = problems(path)
+    assert [line.split(": ", 2)[1] for line in lines] == [
+        "providers[0].env_file", "providers[1].kind", "resources[0].provider"], lines
+    assert "no provider named 'nobody'" in lines[2]
+    assert not any("named 'vcs-pool'" in line for line in lines), "an entry with problems of its own is still a name"

@@ -66,3 +66,29 @@ def test_a_file_an_older_daemon_made_gains_the_boot_column_and_its_leases_are_vo
         assert c.leases.acquire("provider:p", "b", 60).fence == 8
     finally:
         c.close()
+
+
+def test_a_file_made_before_leases_kept_when_they_were_granted_gains_the_column(tmp_path):
+    path = tmp_path / "c.db"
+    first = SqliteController(str(path))
+    try:
+        old = first.leases.acquire("provider:p", "a", 3600)
+    finally:
+        first.close()
+    conn = sqlite3.connect(path)
+    with conn:  # the table as the version before made it: no granted_at
+        conn.execute("ALTER TABLE leases DROP COLUMN granted_at")
+    conn.close()
+    c = SqliteController(str(path))
+    try:
+        (row,) = c.leases.table()
+        assert (row.holder, row.fence, row.held, row.granted_ago) == ("a", old.fence, True, None), \
+            "a grant the older version made is held still; when it was made is not known"
+        assert c.leases.renew(old, 3600) is not None
+        new = c.leases.acquire("provider:q", "b", 60)
+        assert new is not None
+        rows = {r.name: r for r in c.leases.table()}
+        assert rows["provider:p"].granted_ago is None, "a renewal does not make it a new grant"
+        assert rows["provider:q"].granted_ago is not None and 0 <= rows["provider:q"].granted_ago < 60
+    finally:
+        c.close()

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from providers.environment import EnvFileError, Scrubber, read_env_file, script_env, secret_name, unmasked_warning
+from providers.environment import (
+    DEFAULT_PATH,
+    EnvFileError,
+    Scrubber,
+    read_env_file,
+    script_env,
+    secret_name,
+    unmasked_warning,
+)
 
 
 def test_env_file_syntax(tmp_path):
@@ -145,3 +155,27 @@ def test_the_warning_for_short_secrets_names_them_and_never_shows_them(tmp_path)
     assert text == (f"provider p1: {env}: DB_PASSWORD is a secret shorter than 4 characters, not masked in what "
                     "its scripts print (a longer value is; an empty one has nothing to hide)")
     assert "pw1" not in text
+
+
+def test_the_lsf_guide_says_what_a_plugins_environment_is_and_how_to_give_it_path_and_pythonpath(tools, tmp_path):
+    """A Python plugin moved from LSF lost its libraries: the daemon's environment does not reach it. The
+    migration guide says so with the PATH the runner really gives, and its env_file example gives a
+    plugin PATH and PYTHONPATH (issue 34, item 4)."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "migrating-from-lsf.md").read_text()
+    section = guide[guide.index("#### The plugin's environment"):]
+    section = section[:section.index("\nThen check it")]
+    assert f"`PATH` is\n`{DEFAULT_PATH}`" in section
+    assert "PYTHONPATH" in section and "env_file" in section and "provider resume" in section
+
+    cfg = tools.provider(tmp_path / "scripts", style="lsf", kind="hosts")
+    daemon = {"PATH": "/opt/lsf/10.1/bin:/usr/bin", "PYTHONPATH": "/opt/lsf/python", "LSF_ENVDIR": "/opt/lsf/conf"}
+    bare = script_env(cfg, "describe", token=None, deadline=5, work_dir=tmp_path, env_file={}, daemon_env=daemon)
+    assert bare["PATH"] == DEFAULT_PATH and "PYTHONPATH" not in bare and "LSF_ENVDIR" not in bare
+
+    example = section[section.index("# /etc/provisioner/awsv2.env"):]
+    env_file = tmp_path / "awsv2.env"
+    env_file.write_text(example[:example.index("```")])
+    given = read_env_file(env_file)
+    env = script_env(cfg, "describe", token=None, deadline=5, work_dir=tmp_path, env_file=given, daemon_env=daemon)
+    assert env["PATH"] == given["PATH"] != DEFAULT_PATH and env["PYTHONPATH"] == given["PYTHONPATH"]
+    assert "$" not in given["PATH"], "spelled out: the env_file expands no variables"

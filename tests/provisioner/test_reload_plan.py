@@ -32,13 +32,14 @@ def test_served_providers_added_removed_changed_and_what_waits_for_a_restart():
     assert plan.changes == [
         "provider new: now served here",
         "provider gone: removed; its owner stops and its lease is released",
-        "provider moved: script changed; a fresh owner takes over",
+        "provider moved: script changed; a fresh owner takes over, without the old settings' cooldowns",
         "provider tuned: describe, policy changed; its owner is told",
         "instance.planner: no longer plans; the planner lease is released",
         "policy: idle_time changed",
         "budget: max_hosts changed",
     ]
     assert plan.restart == {"moved"}
+    assert plan.reconfigured == {"moved": ["script"]}, "its provider_reconfigured fact; tuned keeps its cooldowns"
     assert plan.restart_needed == ["instance.id changed: kept as it was until the daemon restarts",
                                    "instance.script_workers changed: kept as it was until the daemon restarts",
                                    "controller changed: kept as it was until the daemon restarts"]
@@ -49,4 +50,4 @@ def test_served_providers_added_removed_changed_and_what_waits_for_a_restart():
 
 def test_the_same_file_changes_nothing():
     plan = plan_reload(config(), config())
-    assert (plan.changes, plan.restart_needed, plan.restart) == ([], [], set())
+    assert (plan.changes, plan.restart_needed, plan.restart, plan.reconfigured) == ([], [], set(), {})

@@ -16,10 +16,11 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import yaml
 
+from lease.port import INSTANCE, PLANNER, LeaseRecord
 from messages.demand import DemandSnapshot, HostItem, UnitItem
 from persistence.controller import open_controller, sqlite_path
 from persistence.port import Controller
@@ -40,10 +41,13 @@ SCRIPT_TIMEOUT = 10
 class Cluster:
     """The shared parts: a controller file and the simulated clouds both daemons talk to."""
 
-    def __init__(self, tmp: Path, ttl: float = 2.0, url: str | None = None, **policy: Any) -> None:
+    def __init__(self, tmp: Path, ttl: float = 2.0, url: str | None = None, renew_every: float | None = None,
+                 **policy: Any) -> None:
+        """``renew_every``: a quarter of ``ttl`` unless given."""
         self.tmp = tmp
         self.url = url or f"sqlite:///{tmp / 'state.db'}"
         self.ttl = ttl
+        self.renew_every = renew_every if renew_every is not None else ttl / 4
         # The drills' scheduler keeps its demand as first put (it does not lower it as supply
         # arrives), so granted supply must count as in flight for the whole drill, however slow
         # the machine: a grace shorter than a drill would rightly order the same need again.
@@ -80,7 +84,7 @@ class Cluster:
             "instance": {"id": instance, "serves": list(self.sims), "planner": True},
             "controller": {"url": self.url},
             "api": {"listen": f"127.0.0.1:{free_port()}"},
-            "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{self.ttl / 4}s"},
+            "lease": {"ttl": f"{self.ttl}s", "renew_every": f"{self.renew_every}s"},
             "policy": self.policy,
             "providers": [self.provider(n, instance) for n in self.sims],
             "resources": [{"name": "vcs", "elastic": True, "base": 0, "provider": "units"}],
@@ -324,6 +328,108 @@ def kill_9_the_owner(cluster) -> None:
     wait_until(lambda: met(cluster), what="the standby to meet the demand")
     cluster.check(hosts_wanted=4, units_wanted=3)
     assert b.alive()
+
+
+class Takeover(NamedTuple):
+    """Seconds from the owner's ``kill -9``, and from the lapse of its leases, until the standby held every role."""
+
+    after_kill: float
+    after_lapse: float
+
+
+def _table(cluster) -> tuple[dict[str, LeaseRecord], float]:
+    """The lease table, and when it was read (``time.monotonic``: the middle of the call)."""
+    before = time.monotonic()
+    table = cluster.c.leases.table()
+    return {r.name: r for r in table}, (before + time.monotonic()) / 2
+
+
+def kill_9_and_time_the_takeover(cluster, owner: "Daemon", standby: "Daemon") -> Takeover:
+    """Kill ``owner``, which holds every role, and time how long until ``standby`` holds them all.
+
+    The moments come from the lease table, each within its reading's round trip: the lapse of each of
+    the owner's leases as it was left (its last renewal plus the TTL), and the grant of each to the
+    standby, so nothing in the daemons is timed.
+    """
+    killed = time.monotonic()
+    owner.signal(signal.SIGKILL)
+    owner.proc.wait(timeout=10)
+    left, read = _table(cluster)  # the owner is dead: no renewal can move these any more
+    gone = [name for name in ROLES if left[name].holder != owner.instance]
+    assert not gone, f"{gone} passed on before the owner's leases could be read (ttl {cluster.ttl} s)"
+    lapse = {name: read + left[name].expires_in for name in ROLES}
+    standby.wait(lambda: owned_by(cluster, standby.instance) == ROLES, f"{standby.instance} to take every role",
+                 timeout=cluster.ttl + 10)
+    taken, read = _table(cluster)
+    granted = {name: read - taken[name].granted_ago for name in ROLES}
+    return Takeover(after_kill=max(granted.values()) - killed,
+                    after_lapse=max(granted[name] - lapse[name] for name in ROLES))
+
+
+def _last_renewal(cluster, name: str) -> float:
+    """When (``time.monotonic``) the holder of ``name`` last renewed it, by the lease table."""
+    rows, read = _table(cluster)
+    return read + rows[name].expires_in - cluster.ttl
+
+
+def standby_in_its_worst_phase(cluster, owner: "Daemon", standby: "Daemon") -> float:
+    """Make the standby's rounds come right after the owner's renewals; how long after, in seconds.
+
+    Then a lease the owner renewed last at R lapses at R + ttl, and the standby's rounds, at R + d + k x
+    renew_every, come just before that (``ttl`` is not a whole number of ``renew_every``) or long after it:
+    with deployment.md's lease (10 s, 3 s), the next round after the lapse is 2 s + d after it. A standby
+    that only looks at its rounds takes over then; one that asks at the lapse, at once. The standby is
+    frozen (between two writes) until the owner renews a whole ``renew_every`` after the standby's last
+    round, and woken: its tick then finds its round due, and it renews its instance lease at once.
+    """
+    standby.signal(signal.SIGSTOP)
+    its_round = _last_renewal(cluster, INSTANCE + standby.instance)
+    due = its_round + cluster.renew_every
+    renewed = wait_until(lambda: (at := _last_renewal(cluster, PLANNER)) > due and at,
+                         timeout=2 * cluster.renew_every + 10, what=f"{owner.instance} to renew", said=owner.tail)
+    standby.signal(signal.SIGCONT)
+    woke = standby.wait(lambda: (at := _last_renewal(cluster, INSTANCE + standby.instance)) > renewed and at,
+                        f"{standby.instance} to round on waking", timeout=10)
+    return woke - renewed
+
+
+#: What a standby may take past the lapse of the lease it waits for, in the drills: docs/config.md says
+#: "plus its own call to the controller" (milliseconds on SQLite); this leaves room for a loaded machine.
+LAPSE_MARGIN = 1.0
+
+
+def takeover_within_the_documented_bound(cluster) -> Takeover:
+    """Drill 2b: with deployment.md's lease, a standby holds a killed owner's roles within ``ttl`` of its last
+    renewal, give or take the margin of a loaded machine; the views say who is who before and after."""
+    a = cluster.start("a")
+    a.wait(lambda: owned_by(cluster, "a") == ROLES, "a to own everything")
+    b = cluster.start("b")
+    b.wait(lambda: cluster.c.leases.get("instance:b") is not None, "b to stand by")
+    rows = {r["instance"]: r for r in daemons(cluster)}
+    assert rows["a"]["state"] == "active" and rows["a"]["planner"] and rows["a"]["providers"] == ["hosts", "units"]
+    assert rows["b"]["state"] == "standby" and not rows["b"]["planner"] and rows["b"]["providers"] == []
+    assert rows["b"]["since"] >= rows["a"]["since"], "b started after a"
+    phase = standby_in_its_worst_phase(cluster, a, b)
+    print(f"b's rounds come {phase:.2f} s after a's renewals: its next round after a lapse "
+          f"{(phase - cluster.ttl) % cluster.renew_every:.2f} s after it")
+    took = kill_9_and_time_the_takeover(cluster, a, b)
+    assert -0.05 <= took.after_lapse <= LAPSE_MARGIN, \
+        f"the standby held every role {took.after_lapse:.3f} s after the owner's leases lapsed"
+    assert took.after_kill <= cluster.ttl + LAPSE_MARGIN, f"takeover {took.after_kill:.2f} s after kill -9"
+    rows = {r["instance"]: r for r in daemons(cluster)}
+    assert rows["b"]["state"] == "active" and rows["b"]["planner"] and rows["b"]["providers"] == ["hosts", "units"]
+    assert rows["a"]["state"] == "lapsed" and rows["a"]["providers"] == [], "a's instance lease lapsed"
+    assert b.alive()
+    return took
+
+
+def daemons(cluster) -> list[dict[str, Any]]:
+    """``provisioner daemons -o json`` on the cluster's controller, as an operator would run it."""
+    out = subprocess.run([sys.executable, "-m", "provisioner.cli", "--controller", cluster.url, "daemons", "-o",
+                          "json"], capture_output=True, text=True, timeout=60, cwd=cluster.tmp,
+                         env={**os.environ, "PROVISIONER_HOME": str(cluster.tmp / "home-cli")})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
 
 def pause_the_owner(cluster) -> None:

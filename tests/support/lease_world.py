@@ -33,11 +33,18 @@ class Role:
 
 
 class Recorder:
-    """The journal and the ticker: both only told things."""
+    """The journal and the ticker: both only told things; as the ticker, it notes when it was asked to wake
+    an actor (``wakes``: the clock's moments)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.told: list[Any] = []
         self.refs: set[Any] = set()
+        self.clock = clock
+        self.wakes: list[float] = []
+
+    def wake(self, ref: Any, delay: float) -> None:
+        assert self.clock is not None, "a journal is not asked to wake anyone"
+        self.wakes.append(self.clock.now + delay)
 
     def tell(self, msg: Any) -> None:
         self.told.append(msg)
@@ -64,7 +71,7 @@ def lease_actor(world, holder: str) -> tuple[LeaseActor, list[Role]]:
         started.append(Role(name, lease, revoked))
         return started[-1]
 
-    ticker = Recorder()
+    ticker = Recorder(clock)
     actor = LeaseActor(cfg, controller, Recorder(), None, ticker, None, Path("/nonexistent"), SharedProjection(),
                        clock=clock, monotonic=clock, start_role=start_role)
     return actor, started

@@ -23,6 +23,7 @@ from messages.facts import (
     Order,
     ProviderAdmin,
     ProviderDescribed,
+    ProviderReconfigured,
     RequestChanged,
     RequestPlanned,
     ResourceTotalChanged,
@@ -128,8 +129,9 @@ def varied_log(seed: int, steps: int = 600) -> list[Fact]:
         elif roll < 0.95:
             add("", BudgetEvent(limit="max_hosts", detail=f"cut to {n % 5}"))
         elif roll < 0.97:
-            admin = rnd.choice(["provider_paused", "provider_resumed"])
-            add(rnd.choice(HOSTS), ProviderAdmin(kind=admin, reason="ops"))
+            admin = rnd.choice(["provider_paused", "provider_resumed", "provider_reconfigured"])
+            add(rnd.choice(HOSTS), ProviderReconfigured(changed=["script"]) if admin == "provider_reconfigured"
+                else ProviderAdmin(kind=admin, reason="ops"))
         elif roll < 0.98:
             prov = rnd.choice(HOSTS)
             add(prov, LeaseChanged(kind="lease_acquired", name=f"provider:{prov}", holder="d2", fence=n + 2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lease.port import free_in
 from persistence.port import Controller
 from tests.persistence.contract.conftest import MakeController
 from tests.support.controllers import FakeClock
@@ -181,3 +182,50 @@ def test_acquire_all_grants_the_free_ones_and_refuses_those_held_by_another(
     assert all(lease.holder == "d1" and lease.expires_at == clock.now + 10 for lease in got if lease)
     assert controller.leases.get("provider:b") == theirs
     assert controller.leases.acquire_all([], "d1", ttl=10) == []
+
+
+# --- the lease table: who holds what, who let what lapse, and since when -------------------------
+
+
+def test_the_table_shows_each_grant_with_its_expiry_and_since_when_and_keeps_a_lapsed_holder(
+    make_controller: MakeController, clock: FakeClock
+) -> None:
+    """A standby needs the moment a lease frees; an operator, who let one lapse and since when."""
+    controller, other = make_controller(), make_controller()
+    held = controller.leases.acquire("planner", "a", ttl=10)
+    dying = controller.leases.acquire(NAME, "a", ttl=10)
+    released = controller.leases.acquire("provider:gone", "b", ttl=10)
+    assert held and dying and released and controller.leases.release(released)
+    clock.advance(4)
+    assert controller.leases.renew(held, ttl=10) is not None
+    assert controller.leases.acquire("planner", "a", ttl=10) is not None, "asked again by its holder: renewed"
+    clock.advance(3)
+    rows = {r.name: r for r in other.leases.table()}
+    assert list(rows) == sorted(rows)
+    planner, provider, gone = rows["planner"], rows[NAME], rows["provider:gone"]
+    assert (planner.holder, planner.fence, planner.held, planner.lapsed) == ("a", held.fence, True, False)
+    assert planner.expires_in == pytest.approx(7) and planner.free_in == pytest.approx(7)
+    assert planner.granted_ago == pytest.approx(7), "a renewal is not a new grant: since when is the grant's"
+    assert provider.expires_in == pytest.approx(3) and provider.granted_ago == pytest.approx(7)
+    assert (gone.holder, gone.held, gone.lapsed, gone.free_in, gone.expires_in) == ("", False, False, 0.0, None)
+    clock.advance(5)  # a's provider lease runs out unrenewed: a holder that stopped, not one that let go
+    provider = next(r for r in other.leases.table() if r.name == NAME)
+    assert (provider.holder, provider.held, provider.lapsed, provider.free_in) == ("a", False, True, 0.0)
+    assert provider.expires_in == pytest.approx(-2), "it lapsed two seconds ago"
+    taken = other.leases.acquire(NAME, "b", ttl=10)
+    assert taken is not None
+    provider = next(r for r in controller.leases.table() if r.name == NAME)
+    assert (provider.holder, provider.fence, provider.held) == ("b", taken.fence, True)
+    assert provider.granted_ago == pytest.approx(0), "a new grant: since now"
+
+
+def test_free_in_is_when_the_first_lease_held_by_another_lapses(controller: Controller, clock: FakeClock) -> None:
+    assert controller.leases.acquire("provider:x", "a", ttl=10)
+    assert controller.leases.acquire("provider:y", "a", ttl=4)
+    assert controller.leases.acquire("provider:z", "a", ttl=2)
+    clock.advance(1)
+    table = controller.leases.table()
+    assert free_in(table, ["provider:x", "provider:y"]) == pytest.approx(3)
+    assert free_in(table, ["provider:x", "provider:unheld"]) == pytest.approx(9)
+    clock.advance(1)
+    assert free_in(controller.leases.table(), ["provider:z", "provider:unheld"]) is None, "none of them is held"

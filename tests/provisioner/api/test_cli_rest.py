@@ -41,6 +41,12 @@ def test_views_over_rest_equal_the_direct_views(start_api, tmp_path):
         straight = run_cli(*direct, view, "-o", "json")
         assert over_rest.returncode == 0 and straight.returncode == 0, (view, over_rest.stderr, straight.stderr)
         assert still(json.loads(over_rest.stdout)) == still(json.loads(straight.stdout)), view
+    over_rest, straight = (json.loads(run_cli(*how, "daemons", "-o", "json").stdout) for how in (remote, direct))
+    assert [(r["instance"], r["state"], r["planner"], r["providers"]) for r in over_rest] == \
+        [("a", "active", True, ["hosts", "units"])]
+    assert [{k: v for k, v in r.items() if k not in ("since", "expires_in", "roles")} for r in over_rest] == \
+        [{k: v for k, v in r.items() if k not in ("since", "expires_in", "roles")} for r in straight]
+    assert abs(over_rest[0]["since"] - straight[0]["since"]) < 1.0, "the same start, read by two clocks"
     filtered = json.loads(run_cli(*remote, "requests", "--provider", "units", "-o", "json").stdout)
     assert [r["resource"] for r in filtered] == ["vcs"]
     table = run_cli(*remote, "decisions").stdout

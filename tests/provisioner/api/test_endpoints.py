@@ -71,7 +71,7 @@ def test_rows_are_the_cli_views_rows(start_api):
     assert api.ok("GET", "/v1/requests")["items"] == views.requests(p)
     assert api.ok("GET", "/v1/decisions")["items"] == views.decisions(p)
     rest = api.ok("GET", "/v1/providers")["items"]
-    direct = views.provider_details(p, api.controller.leases.all(), time.time())
+    direct = views.provider_details(p, api.controller.leases.table(), time.time())
     assert [{k: v for k, v in r.items() if k != "cost_per_hour"} for r in rest] == \
         [{k: v for k, v in r.items() if k != "cost_per_hour"} for r in direct]
 

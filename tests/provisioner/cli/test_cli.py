@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -199,7 +200,9 @@ def test_plan_packs_bundles_on_the_described_providers_says_what_is_unplaced_and
     r = plan(url, tmp_path, "-o", "json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert set(out) == {"orders", "cost_per_hour", "unplaced", "decisions", "planning_ms"}
+    assert set(out) == {"orders", "cost_per_hour", "unplaced", "decisions", "planning_ms", "no_owner",
+                        "never_described"}
+    assert out["no_owner"] == [] and all(o["note"] is None for o in out["orders"]), "cloud has its owner"
     orders = {(o["template"], o["count"]): o for o in out["orders"]}
     assert orders[("medium", 100)]["bundles"] == {"j1": 400} and orders[("medium", 100)]["provider"] == "cloud"
     assert orders[("large", 2)]["bundles"] == {} and orders[("large", 2)]["item"] == "h1"
@@ -254,6 +257,34 @@ def test_plan_uses_the_configs_budget_and_says_why_bundles_found_no_room(url, tm
     assert unplaced["h1"] == (2, "cloud: budget: max_hosts") and unplaced["big"][0] == 3
 
 
+def test_plan_with_no_daemon_running_plans_from_the_last_descriptions_and_says_no_owner(url, tmp_path, described):
+    """The daemon stopped (its lease given up): plan still answers what a round would order, each order
+    and decision saying that no daemon holds the provider (every candidate said "no owner", even with
+    --empty). A provider of the config never described is named."""
+    described.append([make_fact(LeaseChanged(kind="lease_lost", name="provider:cloud", holder="a", fence=1),
+                                provider="cloud")])
+    cfg = tmp_path / "provisioner.yaml"
+    cfg.write_text(f"instance: {{id: a, serves: [], planner: true}}\ncontroller: {{url: '{url}'}}\n"
+                   f"home: {tmp_path / 'home'}\nproviders:\n"
+                   "  - {name: cloud, kind: hosts, script: {style: v2, path: /opt/p/cloud}}\n"
+                   "  - {name: spare, kind: hosts, script: {style: v2, path: /opt/p/spare}}\n")
+    f = tmp_path / "demand.json"
+    f.write_text(json.dumps(PLAN_DEMAND))
+    for extra in ((), ("--empty",)):
+        r = cli("--config", str(cfg), "plan", "--demand", str(f), "-o", "json", *extra)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["no_owner"] == ["cloud"] and out["never_described"] == ["spare"]
+        assert [(o["template"], o["count"]) for o in out["orders"]] == [("medium", 100), ("large", 2)], extra
+        assert all(o["note"].startswith("no_owner: no daemon holds cloud now") for o in out["orders"])
+        assert all("no_owner: no daemon holds cloud now" in d["note"] for d in out["decisions"]), out["decisions"]
+    table = cli("--config", str(cfg), "plan", "--demand", str(f))
+    assert table.returncode == 0, table.stderr
+    assert "no owner: no daemon holds cloud now; planned from its last recorded description" in table.stdout
+    assert "never described, not planned for: spare" in table.stdout
+    assert "no owner:" not in table.stdout.split("decisions, each candidate")[1].replace("no_owner:", "")
+
+
 @pytest.mark.parametrize("body,expect", [
     ('{"items": [{"id": "j", "kind": "bundles", "count": 3, "resources": {"ncpus": "two"}}]}',
      "demand.json:1: items[0] (id 'j').resources.ncpus: expected an integer or a number, got 'two'"),
@@ -288,3 +319,34 @@ def test_resources_show_what_the_scheduler_holds_and_the_drift(url):
         c.close()
     (row,) = json.loads(cli("--controller", url, "resources", "-o", "json").stdout)
     assert (row["in_use"], row["scheduler_in_use"], row["drift"]) == (5, 3, 2)
+
+
+# --- who is who ----------------------------------------------------------------------------------
+
+
+def test_providers_and_daemons_say_who_holds_what_and_who_let_it_lapse(url, tmp_path):
+    c = open_controller(url)
+    try:
+        c.append([make_fact(ProviderDescribed(description=CLOUD), provider="cloud")])
+        c.leases.acquire("instance:a", "a@host1:100/cafe", 3600)
+        c.leases.acquire_all(["planner", "provider:cloud"], "a", 3600)
+        c.leases.acquire("instance:b", "b@host2:200/beef", 3600)
+        env = {**os.environ, "PROVISIONER_HOME": str(tmp_path / "home")}
+        table = cli("--controller", url, "daemons", env=env).stdout.splitlines()
+        assert table[0].split() == ["INSTANCE", "STATE", "PROCESS", "SINCE", "EXPIRES_IN", "PLANNER", "PROVIDERS"]
+        assert table[1].split()[:3] == ["a", "active", "host1:100"] and table[1].split()[-2:] == ["True", "cloud"]
+        assert table[2].split()[:3] == ["b", "standby", "host2:200"] and table[2].split()[-2:] == ["False", "-"]
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:  # a's host rebooted: its process is gone
+            conn.execute("UPDATE leases SET boot = 'an-earlier-boot' WHERE holder LIKE 'a%'")
+        conn.close()
+        rows = json.loads(cli("--controller", url, "daemons", "-o", "json", env=env).stdout)
+        assert [(r["instance"], r["state"], r["providers"]) for r in rows] == [("a", "lapsed", []),
+                                                                            ("b", "standby", [])]
+        assert {r["role"]: r["state"] for r in rows[0]["roles"]} == {"planner": "lapsed", "provider:cloud": "lapsed"}
+        table = cli("--controller", url, "providers", env=env).stdout.splitlines()
+        assert table[0].split()[:5] == ["NAME", "KIND", "OWNER", "OWNER_STATE", "LEASE"]
+        assert table[1].split()[:4] == ["cloud", "hosts", "a", "lapsed"] and "owner_lapsed" in table[1].split()
+        lapsed = cli("--controller", url, "providers", "--status", "owner_lapsed", "-o", "json", env=env)
+        assert [r["name"] for r in json.loads(lapsed.stdout)] == ["cloud"], lapsed.stderr
+    finally:
+        c.close()

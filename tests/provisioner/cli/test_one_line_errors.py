@@ -85,6 +85,9 @@ def test_a_reason_refused_over_rest_is_refused_directly_too_in_one_line(url, cap
      "demand.json:3: items[1] (id 'b').kind: expected one of 'hosts', 'units', 'bundles', got 'gpus'"),
     ("demand.json", '{"items": [{"id": "b", "kind": "hosts", "count": 1, "select": {"ncpus": ">=many"}}]}',
      "demand.json:1: items[0] (id 'b'): select.ncpus: >= needs a number, got 'many'"),
+    ("demand.yaml", "items:\n  - {id: h, kind: hosts, count: 1}\n"
+                    "  - {id: j, kind: bundles, count: 2, resources: {ncpus: 1}, exclusiv: true}\n",
+     "demand.yaml:3: items[1] (id 'j').exclusiv: unknown field (did you mean 'exclusive'?)"),
     ("demand.yaml", "items:\n  - {id: 'a b', kind: hosts, count: true}\n",
      "demand.yaml:2: items[0] (id 'a b').id: not a valid name: 'a b' (letters, digits, '.', '_', ':', '@', '/' "
      "and '-', starting with a letter or digit) (1 more)"),

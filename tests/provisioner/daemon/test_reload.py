@@ -3,6 +3,8 @@ lost; an invalid file changes nothing. Through ``Daemon.reload`` (what SIGHUP an
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -72,6 +74,44 @@ def test_reload_adds_removes_and_retunes_providers_without_losing_state(tmp_path
                    what="the release recorded")
         p = replay(c)
         assert sum(i.state == "running" for i in p.instances.values()) == 2 and holders(c)["provider:units"] == "a"
+    finally:
+        daemon.stop()
+        c.close()
+
+
+def test_a_provider_changed_by_a_reload_starts_without_the_cooldown_its_old_settings_caused(tmp_path):
+    """Every request failed under the old settings (no capacity), so the template cools down for an hour;
+    the env_file is fixed and the config reloaded: the provider orders at once (it waited out the
+    cooldown), because the reload recorded provider_reconfigured, which a replay reads too."""
+    hosts = sim_provider(tmp_path, "hosts", {**HOSTS_SIM, "capacity_error_rate": 1.0})
+    folder = tmp_path / "hosts"
+    (folder / "fixed.json").write_text(json.dumps(HOSTS_SIM))
+    fixed_env = folder / "fixed.env"
+    fixed_env.write_text(f"SIM_CONFIG={folder / 'fixed.json'}\nSIM_STATE_DIR={folder / 'state'}\n")
+    fixed_env.chmod(0o600)
+    cfg = make_config(tmp_path, [hosts], policy={"cooldown": "1h", "backoff_max": "1h"})
+    path = tmp_path / "provisioner.yaml"
+    doc = cfg.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
+    path.write_text(yaml.safe_dump(doc))
+    daemon = Daemon(cfg, tmp_path / "home", tick=0.05, config_file=path).start()
+    c = open_controller(cfg.controller.url)
+    try:
+        c.put_demand(DemandSnapshot(items=[HostItem(id="d", count=2, select={"ncpus": ">=8"})]))
+        wait_until(lambda: any(r.state == "failed" and r.outcome == "capacity"
+                               for r in replay(c).requests.values()), what="a request refused for capacity")
+        wait_until(lambda: any("cooling down" in cand.why for d in replay(c).decisions
+                               for cand in d.decision.candidates), what="the template cooling down")
+
+        doc["providers"] = [{**hosts, "env_file": str(fixed_env)}]
+        path.write_text(yaml.safe_dump(doc))
+        result = daemon.reload()
+        assert result["changes"] == ["provider hosts: env_file changed; a fresh owner takes over, without the old "
+                                     "settings' cooldowns"]
+        [fact] = [f for f in c.read() if f.kind == "provider_reconfigured"]
+        assert (fact.provider, fact.lease, fact.payload.changed) == ("hosts", "", ["env_file"])
+        wait_until(lambda: sum(i.state == "running" for i in replay(c).instances.values()) == 2,
+                   what="2 hosts ordered within the hour's cooldown")
+        assert replay(c).providers["hosts"].strikes_cleared_at == fact.time, "a restart reads the same"
     finally:
         daemon.stop()
         c.close()
