@@ -287,12 +287,21 @@ class Engine:
             # leaves the idle window, a moment the next timing finds.
             return "retime" if self._returnable(p.resource) else None
         if isinstance(p, InstanceChanged) and p.state == "idle" and self.cfg.policy.idle_time > 0:
-            return "retime"
+            # A host past its max_lifetime goes back as soon as it is idle: not an idle_time later.
+            return "plan" if self._past_lifetime(f"{fact.provider}/{p.machine_id}") else "retime"
         if (isinstance(p, InstanceChanged) and p.state == "returned") or (
                 isinstance(p, GrantChanged) and p.state == "returned"):
             # Room freed at a provider matters only to need that could not be placed.
             return "plan" if self.short else None
         return "plan"
+
+    def _past_lifetime(self, key: str) -> bool:
+        """Whether a host has been held for its provider's max_lifetime (the reclaim returns it once idle)."""
+        life = self.settings.limits(key.split("/", 1)[0]).max_lifetime
+        inst = self.p.instances.get(key)
+        if life is None or inst is None:
+            return False
+        return self.now - (inst.launched_at if inst.launched_at is not None else inst.seen_at) >= life
 
     def _returnable(self, resource: str) -> bool:
         """Whether borrowed units of a resource could go back now, use permitting (use matters only then)."""

@@ -128,3 +128,16 @@ def test_with_bundle_items_both_shortcuts_order_and_return_as_the_plain_way():
         plain.pop(key)
     assert shortcut == plain
     assert fast.rounds * 5 < slow.rounds
+
+
+def test_a_host_past_its_max_lifetime_that_goes_idle_is_returned_then_by_both_ways():
+    # The work ends with no change in the unmet need (none before, none after): no demand round comes,
+    # and the hosts, held past their max_lifetime, are due the moment they are idle, not idle_time later.
+    cfg = config(hosts("a", policy={"max_lifetime": "1h"}))
+    tr = trace({"time": 0, "items": [batch(2)]}, {"time": 4200, "items": [{"id": "batch", "count": 0}]},
+               {"time": 7200})
+    _, fast = simulate(cfg, tr)
+    _, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    returned = [m for m in _moves(slow) if m[2] == "return"]
+    assert [(m[0] - slow.start, m[4]) for m in returned] == [(4200.0, 2)]
+    assert _moves(fast) == _moves(slow)
