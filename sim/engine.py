@@ -281,7 +281,11 @@ class Engine:
             # A request that ends short of its count stops counting its missing machines as in flight.
             ends_short = p.state in ("failed", "timed_out") or (
                 p.state == "complete_with_error" and self.p.requests[p.request_id].action == "request")
-            return "plan" if ends_short else None
+            # One that completes clears its template's and its provider's cooldowns: need left unplaced
+            # while they cooled down may be ordered there now.
+            clears = self.short and p.state in ("complete", "complete_with_error") \
+                and self.p.requests[p.request_id].action == "request"
+            return "plan" if ends_short or clears else None
         if isinstance(p, UsageObserved):
             # More use only keeps borrowed units longer; less use frees them only once the peak
             # leaves the idle window, a moment the next timing finds.

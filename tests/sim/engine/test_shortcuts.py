@@ -141,3 +141,22 @@ def test_a_host_past_its_max_lifetime_that_goes_idle_is_returned_then_by_both_wa
     returned = [m for m in _moves(slow) if m[2] == "return"]
     assert [(m[0] - slow.start, m[4]) for m in returned] == [(4200.0, 2)]
     assert _moves(fast) == _moves(slow)
+
+
+
+def test_a_request_that_completes_during_a_cooldown_lets_the_need_be_ordered_then_by_both_ways():
+    # One provider, half of its requests finding no capacity: at 601 s a request fails and its template
+    # cools down; at 610 s an earlier request of the template completes, which clears the cooldown, and the
+    # need left unplaced is ordered there at once (seed 17 makes this story).
+    cfg = config(hosts("a", behaviour={"lead_time": {"min": 20, "max": 200}, "capacity_error_rate": 0.5}),
+                 policy={"cooldown": "1m", "backoff_max": "8m"}, seed=17)
+    steps = [{"time": 0, "items": [batch(2)]}]
+    for k, want in enumerate([6, 0, 9, 1, 4, 0, 12, 3], start=1):
+        steps.append({"time": k * 600, "items": [{"id": "batch", "count": want}]})
+    tr = trace(*steps, {"time": 6000})
+    _, fast = simulate(cfg, tr)
+    _, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    cleared = [d for d in slow.p.decisions if d.at - slow.start == 610.0 and d.decision.chosen]
+    assert cleared, "the story has a cooldown cleared by a completion, with need waiting"
+    assert _moves(fast) == _moves(slow)
+
