@@ -160,3 +160,90 @@ def test_a_request_that_completes_during_a_cooldown_lets_the_need_be_ordered_the
     assert cleared, "the story has a cooldown cleared by a completion, with need waiting"
     assert _moves(fast) == _moves(slow)
 
+
+def _warm_story():
+    """Warm capacity on a schedule (all providers together, and a floor at one template), with bursts that
+    take the warm hosts, reclaims, a cap that refuses some, and a max_lifetime that makes successors."""
+    cfg = config(
+        hosts("dear", priority=20, price=2.0, max_number=6, min_hold_s=600,
+              policy={"max_lifetime": "2h", "warm": [{"template": "dear-t", "min_hosts": 5,
+                                                      "schedule": "01:00-03:30"}]},
+              behaviour={"lead_time": {"min": 20, "max": 200}, "capacity_error_rate": 0.2}),
+        hosts("spot", priority=10, price=0.3, behaviour={"lead_time": {"median": 90, "sigma": 0.5},
+                                                         "reclaim_rate": 1.5}),
+        policy={"idle_time": "4m", "cooldown": "1m", "backoff_max": "8m", "min_idle": 3,
+                "warm_schedule": ["00:30-02:00", "02:45-04:00 Mon"], "timezone": "Europe/Paris"},
+        budget={"max_hosts": 11},
+    )
+    steps = [{"time": 0, "items": [batch(2)]}]
+    wants = [6, 0, 9, 1, 4, 0, 12, 3, 0, 5, 0, 2]
+    for k, want in enumerate(wants, start=1):
+        step = {"time": k * 900, "items": [{"id": "batch", "count": want}]}
+        if k == 5:
+            step["hosts"] = [{"provider": "spot", "event": "lost", "count": 2}]
+        steps.append(step)
+    steps.append({"time": (len(wants) + 2) * 900})
+    return cfg, trace(*steps)
+
+
+def test_with_warm_capacity_both_shortcuts_order_and_return_as_the_plain_way():
+    cfg, tr = _warm_story()
+    shortcut, fast = simulate(cfg, tr)
+    plain, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    warm = [o for o in fast.p.orders.values() if o.order.item_id.startswith("warm/")]
+    assert len(warm) > 5 and {o.order.item_id for o in warm} == {"warm/*", "warm/dear/dear-t"}
+    assert _moves(fast) == _moves(slow)
+    assert _chosen(fast) == _chosen(slow)
+    for key in ("planning_rounds", "facts"):
+        shortcut.pop(key)
+        plain.pop(key)
+    assert shortcut == plain
+    assert fast.rounds * 5 < slow.rounds
+
+
+def _warm_scopes_story():
+    """Warm capacity at every scope at once (a floor over all providers, a provider's min_idle on a schedule and
+    its floor, one template's min_idle on a Monday), with billing-unit returns, a rate limit, a cost cap,
+    licenses, failures, reclaims and a failover."""
+    cfg = config(
+        hosts("dear", priority=20, price=2.0, max_number=4, min_hold_s=600,
+              policy={"billing_unit": HOUR, "return_window": 600,
+                      "warm": [{"min_idle": 2, "schedule": "00:20-01:40"}, {"min_hosts": 1}]},
+              behaviour={"lead_time": {"min": 20, "max": 200}, "capacity_error_rate": 0.2}),
+        hosts("spot", priority=10, price=0.3, behaviour={"lead_time": {"median": 90, "sigma": 0.5},
+                                                         "reclaim_rate": 1.5, "fail_rate": 0.2},
+              policy={"rate": {"count": 2, "per": "2m"},
+                      "warm": [{"template": "spot-t", "min_idle": 3, "schedule": "01:00-02:30 Mon"}]}),
+        hosts("slow", priority=10, price=0.9, ncpus=16, behaviour={"lead_time": 300, "transient_rate": 0.3}),
+        units("lic", behaviour={"lead_time": {"min": 5, "max": 40}}),
+        resources=[{"name": "vcs", "elastic": True, "base": 3, "provider": "lic"}],
+        policy={"idle_time": "4m", "cooldown": "1m", "backoff_max": "8m", "min_hosts": 4,
+                "warm_schedule": "00:00-03:00"},
+        budget={"max_cost_per_hour": 25.0}, seed=6,
+    )
+    steps = [{"time": 0, "items": [batch(5), batch(2, item="big", ncpus=16),
+                                   {"id": "l", "kind": "units", "resource": "vcs", "count": 6}]}]
+    for k, want in enumerate([9, 3, 12, 0, 7, 2, 11, 4, 0, 6], start=1):
+        step = {"time": k * 900, "items": [{"id": "batch", "count": want}, {"id": "l", "count": (k * 5) % 11}]}
+        if k == 4:
+            step["failover"] = ["spot"]
+        if k == 6:
+            step["hosts"] = [{"provider": "spot", "event": "lost", "count": 1}]
+        steps.append(step)
+    return cfg, trace(*steps, {"time": 12 * 900})
+
+
+def test_with_warm_capacity_at_every_scope_both_shortcuts_order_and_return_as_the_plain_way():
+    cfg, tr = _warm_scopes_story()
+    shortcut, fast = simulate(cfg, tr)
+    plain, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    assert {o.order.item_id for o in fast.p.orders.values() if o.order.item_id.startswith("warm/")} == {
+        "warm/dear", "warm/spot/spot-t"}, "the floor over all providers is met by demand's hosts"
+    assert any("idle kept from return" in d.decision.note for d in fast.p.decisions
+               if d.decision.item == "warm/*")
+    assert _moves(fast) == _moves(slow)
+    assert _chosen(fast) == _chosen(slow)
+    for key in ("planning_rounds", "facts"):
+        shortcut.pop(key)
+        plain.pop(key)
+    assert shortcut == plain
