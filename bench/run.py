@@ -36,7 +36,7 @@ from bench.packing import planning_bundles, ratio_large, ratio_small
 from bench.persistent import status_calls
 from bench.ready import fill, ready_time, ready_time_cold
 from bench.rss import daemon_rss
-from bench.sim import month
+from bench.sim import month, warm_week
 from bench.slurm import RESUME_NODES, SYNC_NODES, resume_call, resume_to_bound, sync_round
 from bench.soak import STORM, liar_soak
 from bench.spawn import spawn_latency
@@ -315,6 +315,18 @@ BENCHMARKS: list[tuple[Callable[[Path, bool], Any], tuple[Figure, ...]]] = [
                  Figure("  still held after the calm (provider or facts)", "count", 0, "<="))),
     # Its ratio: simulated seconds per wall second (it has no floor).
     (month, (Figure("simulated month of one-minute demand, 100 providers", "s", 200_000, ">=", "ratio"),)),
+    # The same week without and with warm capacity (bench.sim.WARM): the cost against the wait saved. The runs'
+    # own figures have no target of their own; the last two compare them.
+    (warm_week, (Figure("simulated week, warm capacity off: total cost", "currency", 0, ">="),
+                 Figure("  same, warm capacity on (4 hosts ready)", "currency", 0, ">="),
+                 Figure("  time to capacity p50, off", "s", 0, ">="),
+                 Figure("  same, on", "s", 0, ">="),
+                 Figure("  time to capacity p95, off", "s", 0, ">="),
+                 Figure("  same, on", "s", 0, ">="),
+                 Figure("  unmet host-hours, off", "h", 0, ">="),
+                 Figure("  same, on", "h", 0, ">="),
+                 Figure("  cost, on / off", "ratio", 1.6, "<="),
+                 Figure("  unmet host-hours, on / off", "ratio", 0.5, "<="))),
     # Last: a thousand providers load the machine for minutes after it.
     (daemon_rss, (Figure("RSS, 1,000 providers and 100,000 instances", "MiB", 100.0, "<="),
                   Figure("  same, from start until every provider is ready", "s", 5.0, "<=", "ratio"))),

@@ -182,6 +182,9 @@ def _semantic_issues(cfg: _Parts, at: Where) -> list[ConfigIssue]:
         if p.script.secrets and p.env_file is None:
             message = "names variables of the env_file, and this provider has no env_file"
             issues.append(at.issue(("providers", i, "script", "secrets"), message))
+        if p.policy.warm and p.kind != "hosts":
+            message = "warm capacity keeps hosts: a units provider has none to keep"
+            issues.append(at.issue(("providers", i, "policy", "warm"), message))
         for action in p.script.timeouts:
             if action not in actions:
                 where = ("providers", i, "script", "timeouts", action)

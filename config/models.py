@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from config.schedule import ScheduleField, TimeZone
 from config.values import Duration, Name, Size, Variable, parse_duration
 from messages.base import Model
 from messages.description import SupplyKind
@@ -112,6 +113,13 @@ class PolicyConfig(Model):
     #: How often owners poll request status, and the planner re-plans.
     poll_every: Duration = 5.0
     plan_every: Duration = 5.0
+    #: The time zone schedules are read in (an IANA name).
+    timezone: TimeZone = "UTC"
+    #: Warm capacity over all hosts providers together: hosts kept idle and ready beyond demand, and a
+    #: floor of hosts never given back, while ``warm_schedule`` is open (always, without one).
+    min_idle: int = Field(default=0, ge=0, le=100_000)
+    min_hosts: int = Field(default=0, ge=0, le=100_000)
+    warm_schedule: ScheduleField | None = None
 
 
 
@@ -174,6 +182,18 @@ class RateLimit(Model):
         return self
 
 
+class WarmRule(Model):
+    """Warm capacity at one provider, or at one of its templates: hosts kept idle and ready beyond demand
+    (``min_idle``) and a floor never given back (``min_hosts``), while ``schedule`` is open."""
+
+    #: One template's hosts; none: any of the provider's (new ones of its first-ranked template with room).
+    template: str | None = Field(default=None, min_length=1)
+    min_idle: int = Field(default=0, ge=0, le=100_000)
+    min_hosts: int = Field(default=0, ge=0, le=100_000)
+    #: When the rule holds; none: always.
+    schedule: ScheduleField | None = None
+
+
 class ProviderPolicy(Model):
     """The operator's limits for one provider, on top of what it says of itself."""
 
@@ -183,6 +203,8 @@ class ProviderPolicy(Model):
     billing_unit: Duration = 0.0
     return_window: Duration | None = None
     max_lifetime: Duration | None = None
+    #: Warm capacity (hosts providers only).
+    warm: list[WarmRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _window_within_unit(self) -> "ProviderPolicy":

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from messages.base import Model
 
 SupplyKind = Literal["hosts", "units"]
 AttrValue = str | float | bool
+
+#: The attribute that says what capacity a template's hosts are (metrics and dashboards split by it).
+CAPACITY_TYPE = "capacity_type"
+CAPACITY_TYPES = ("on-demand", "spot")
+#: A template (and provider) that does not say.
+ON_DEMAND = "on-demand"
+
+
+def _capacity_type_known(attributes: dict[str, AttrValue]) -> dict[str, AttrValue]:
+    value = attributes.get(CAPACITY_TYPE)
+    if value is not None and value not in CAPACITY_TYPES:
+        raise ValueError(f"{CAPACITY_TYPE}: expected one of {', '.join(map(repr, CAPACITY_TYPES))}, got {value!r}")
+    return attributes
 
 
 class Template(Model):
@@ -17,11 +30,14 @@ class Template(Model):
 
     id: str = Field(min_length=1)
     max_number: int = Field(ge=0)
+    #: What demand selects on; ``capacity_type`` (``spot`` or ``on-demand``) says what its hosts are.
     attributes: dict[str, AttrValue] = Field(default_factory=dict)
     #: Refines the provider's priority; higher is preferred.
     priority: int | None = None
     cost_per_hour: float | None = Field(default=None, ge=0)
     zone: str | None = None
+
+    _capacity_type = field_validator("attributes")(_capacity_type_known)
 
 
 class Pool(Model):
@@ -52,6 +68,8 @@ class ProviderDescription(Model):
     templates: list[Template] = Field(default_factory=list)
     pools: list[Pool] = Field(default_factory=list)
 
+    _capacity_type = field_validator("attributes")(_capacity_type_known)
+
     # Plain loops, not ``next()`` over a generator: planning and costing look up a template or
     # pool for every host and grant they weigh, and the generator cost as much as the search.
     def template(self, template_id: str) -> Template | None:
@@ -65,6 +83,14 @@ class ProviderDescription(Model):
             if p.resource == resource:
                 return p
         return None
+
+    def capacity_type(self, template_id: str | None) -> str:
+        """What a template's hosts are: its ``capacity_type``, else the provider's, else ``on-demand``."""
+        t = self.template(template_id) if template_id else None
+        value = t.attributes.get(CAPACITY_TYPE) if t is not None else None
+        if value is None:
+            value = self.attributes.get(CAPACITY_TYPE, ON_DEMAND)
+        return str(value)
 
     def price(self, template_or_resource: str | None) -> float:
         """Cost of one host-hour of a template, or one unit-hour of a resource."""

@@ -150,6 +150,19 @@ class Catalog:
             self._templates = self._all_templates()
         return next((o for o, _, _ in self._templates if o.provider == provider and o.key == template), None)
 
+    def scoped(self, provider: str | None, template: str | None) -> Ranked:
+        """Every host template's offer in rank order, of one provider (None: all) and one template id
+        (None: any): what warm capacity orders from (``policy.warm``)."""
+        key = ("scope", provider, template)
+        found = self._ranked.get(key)
+        if found is None:
+            if self._templates is None:
+                self._templates = self._all_templates()
+            offers = [o for o, _, _ in self._templates
+                      if (provider is None or o.provider == provider) and (template is None or o.key == template)]
+            found = self._ranked[key] = Ranked(offers, [], _runs(offers))
+        return found
+
     def why_not(self, item: Item, provider: str) -> str:
         """Why ``provider`` cannot serve ``item``, in words (``policy.explain``); "" when it can."""
         key = (wants(item), tuple(sorted(item.resources.items())) if isinstance(item, BundleItem) else (), provider)

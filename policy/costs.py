@@ -15,7 +15,7 @@ spend per period).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
@@ -121,3 +121,27 @@ def costs(
         if grant.state in HOLDING:
             rate[grant.provider] = rate.get(grant.provider, 0.0) + grant.count * p
     return Costs(so_far, rate)
+
+
+def host_costs_by(
+    providers: Mapping[str, ProviderRecord],
+    instances: Mapping[str, InstanceRecord],
+    now: float,
+    group: Callable[[str, str | None], str],
+    billing_units: Mapping[str, float] | None = None,
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """Hosts' cost so far and cost per hour now, per provider and per ``group(provider, template)``
+    (the metrics' capacity type), as ``costs`` counts them: per provider, the groups add up to its hosts' part."""
+    units = billing_units or {}
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    seen: dict[tuple[str, str | None], tuple[tuple[str, str], float]] = {}  # many records, few templates
+    for inst in instances.values():
+        found = seen.get((inst.provider, inst.template))
+        if found is None:
+            found = seen[(inst.provider, inst.template)] = (
+                (inst.provider, group(inst.provider, inst.template)), price(providers, inst.provider, inst.template))
+        key, p = found
+        so_far, rate = out.get(key, (0.0, 0.0))
+        out[key] = (so_far + instance_cost(inst, p, now, units.get(inst.provider, 0.0)),
+                    rate + (p if inst.state not in INSTANCE.terminal else 0.0))
+    return out

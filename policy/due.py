@@ -16,7 +16,9 @@ of quiet costs nothing. Each moment is the edge of a time condition in
 - an idle host or unused grant comes due for reclaim (idle time, minimum
   hold, the end of a wanting spell of a host or bundle item it could
   serve, a billing-unit return window, a peak of license use leaving the
-  idle window).
+  idle window);
+- a warm capacity schedule opens or closes (``policy.warm``); a warm scope
+  whose lack could not all be ordered is need that could not be placed.
 
 Decisions that order nothing may therefore be recorded at other moments
 than a live planner would; what is ordered and returned is the same.
@@ -42,6 +44,8 @@ from policy.reclaim import wanted_until
 from policy.rounds import PlanState
 from policy.settings import PlanSettings
 from policy.supply import ARRIVING, SERVING, pending, unresolved
+from policy.warm import HOLDING as WARM_HOLDING
+from policy.warm import targets_of
 
 #: A moment just after an inclusive deadline.
 AFTER = 1e-3
@@ -61,6 +65,18 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
             found = t
 
     counts = {i.id: i.count for i in demand.items} if demand else {}
+    if settings.warm.rules:
+        counts.update(targets_of(decisions))  # a warm scope's lack counts as an item's need
+        edge = settings.warm.next_edge(now)
+        if edge is not None:
+            at(edge)
+        # A host reaching its max_lifetime no longer counts for warm capacity: its successor is ordered.
+        lifetimes = {p: lim.max_lifetime for p, lim in settings.providers.items() if lim.max_lifetime is not None}
+        if lifetimes:
+            for inst in state.instances.values():
+                life = lifetimes.get(inst.provider)
+                if life is not None and (inst.history.state or "requested") in WARM_HOLDING:
+                    at((inst.launched_at if inst.launched_at is not None else inst.seen_at) + life)
     #: per item: how much more supply is in flight than it needs, after this round's orders
     surplus = {d.item: d.in_flight + sum(c.count if c.bundles is None else c.bundles for c in d.chosen)
                - counts.get(d.item, 0) for d in decisions}

@@ -33,13 +33,14 @@ from messages.base import copied
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Candidate, Chosen, Decision, Order, Rejected
 from messages.records import ProviderRecord
-from policy.catalog import Catalog, Item, Offer
+from policy.catalog import Catalog, Item, Offer, Ranked
 from policy.granularity import size
 from policy.nodes import order_nodes
 from policy.packing import Packing, Unplaced, Wish, pack
 from policy.settings import PlanSettings
 from policy.sizing import Rooms
-from policy.supply import SupplyView, bundles_in_flight, in_flight
+from policy.supply import SupplyView, bundles_in_flight, in_flight, returning_machines
+from policy.warm import Target, census
 
 __all__ = ["Catalog", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -66,7 +67,8 @@ def plan(
     catalog: Catalog | None = None,
 ) -> Plan:
     out = Plan()
-    if demand is None and not view.nodes:
+    warm = settings.warm.targets(now) if settings.warm.rules else []
+    if demand is None and not view.nodes and not warm:
         return out
     if catalog is None:  # callers that plan often keep one (policy.rounds.catalog_for)
         catalog = Catalog(providers)
@@ -77,15 +79,17 @@ def plan(
         out.orders, out.decisions = order_nodes(view, now, settings.order_timeout, catalog, rooms)
     else:
         rooms = None  # built on the first item with need: most rounds have none
-    if demand is None:
-        return out
-    flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     made = catalog.made
     if made is None or made.size() > _Made.KEEP:
         made = catalog.made = _Made()
     #: Offers that take nothing for the rest of the round, by identity (the catalog holds them), and why:
     #: blocked, or no room (room only shrinks in a round). Thousands of items walk the same ones.
     dead: dict[int, str] = {}
+    if demand is None:
+        if warm:
+            _keep_warm(warm, 0, catalog, rooms, providers, view, now, settings, made, dead, out)
+        return out
+    flying = in_flight(view, now, settings.join_grace, settings.order_timeout)
     last: dict[str, _Decided] = catalog.decided
     decided: dict[str, _Decided] = {}
     bundled = [i for i in demand.items if isinstance(i, BundleItem)]
@@ -117,7 +121,69 @@ def plan(
     if bundled:  # decisions in the snapshot's order, whatever order the items were planned in
         at = {item.id: k for k, item in enumerate(demand.items)}
         out.decisions.sort(key=lambda d: at.get(d.item, -1))
+    if warm:  # after the demand: the room demand leaves
+        _keep_warm(warm, demand.seq, catalog, rooms, providers, view, now, settings, made, dead, out)
     return out
+
+
+def _keep_warm(targets: list[Target], seq: int, catalog: Catalog, rooms: Rooms | None,
+               providers: Mapping[str, ProviderRecord], view: SupplyView, now: float, settings: PlanSettings,
+               made: _Made, dead: dict[int, str], out: Plan) -> None:
+    """Warm capacity's orders and decisions (``policy.warm``): each scope's lack, ordered from its offers in
+    rank order within the room the demand items left, most specific scope first."""
+    counts = census(targets, view, providers, now, settings.order_timeout, settings.providers,
+                    returning_machines(view), out.orders)
+    ordered: list[tuple[str, str | None, int]] = []  # (provider, template, hosts) ordered by earlier scopes
+    for t, c in zip(targets, counts):
+        for provider, template, n in ordered:
+            if t.holds(provider, template):
+                c.held += n
+                c.not_idle += n
+                c.coming += n
+        need = c.need(t)
+        note = c.note(t)
+        if need <= 0:
+            out.decisions.append(Decision(item=t.item, demand_seq=seq, need=0, in_flight=c.coming, note=note))
+            continue
+        ranked = catalog.scoped(t.provider, t.template)
+        if not ranked.offers:
+            why = _no_offer(t, catalog)
+            out.decisions.append(Decision(item=t.item, demand_seq=seq, need=need, in_flight=c.coming,
+                                          note=f"{note}; {need} could not be placed ({why})"))
+            out.unplaced.append(Unplaced(item=t.item, count=need, reason=why))
+            continue
+        if rooms is None:
+            rooms = Rooms(providers, view, now, settings)
+        item = HostItem.model_construct(id=t.item, count=need + c.coming)
+        said = _weigh(item, need, catalog, rooms, dead, ranked)
+        chosen = made.all(made.chosen, Chosen, ("provider", "template", "resource", "count"), said.chosen)
+        out.decisions.append(Decision(
+            item=t.item, demand_seq=seq, need=need, in_flight=c.coming, chosen=chosen,
+            rejected=made.all(made.rejected, Rejected, ("provider", "reason"), said.rejected),
+            note="; ".join(n for n in (note, said.note) if n),
+            candidates=made.all(made.candidates, Candidate, ("provider", "template", "resource", "count", "why"),
+                                said.candidates)))
+        for ch in chosen:
+            ordered.append((ch.provider, ch.template, ch.count))
+            out.orders.append((ch.provider, Order(action="request", supply="hosts", item_id=t.item,
+                                                  template=ch.template, count=ch.count,
+                                                  reason=f"kept warm: {t.said}: {need} more wanted")))
+        if said.unplaced:
+            out.unplaced.append(Unplaced(item=t.item, count=said.unplaced[0], reason=said.unplaced[1]))
+
+
+def _no_offer(t: Target, catalog: Catalog) -> str:
+    """Why a warm scope has no offer to order from."""
+    if t.provider is None:
+        return "no hosts provider has described a template yet"
+    desc = catalog.descriptions.get(t.provider)
+    if desc is None:
+        return f"{t.provider}: not described yet"
+    if desc.kind != "hosts":
+        return f"{t.provider}: lends units, not hosts"
+    if t.template is not None:
+        return f"{t.provider}: no template named {t.template} (it has {', '.join(x.id for x in desc.templates[:5])})"
+    return f"{t.provider}: offers no templates"
 
 
 class _Said(NamedTuple):
@@ -187,10 +253,12 @@ def _decided(item: HostItem | UnitItem, seq: int, need: int, said: _Said, made: 
     return _Decided(said, decision, orders, unplaced)
 
 
-def _weigh(item: HostItem | UnitItem, need: int, catalog: Catalog, rooms: Rooms | None, dead: dict[int, str]) -> _Said:
-    """One host or units item: its offers in rank order, each taking what its room allows, spilling to the
-    next; what each took or why not (candidates), the rejections, the note and what could not be placed."""
-    offers, mismatched, runs = catalog.ranked(item)
+def _weigh(item: HostItem | UnitItem, need: int, catalog: Catalog, rooms: Rooms | None, dead: dict[int, str],
+           ranked: Ranked | None = None) -> _Said:
+    """One host or units item: its offers in rank order (``ranked``, else the catalog's for the item), each
+    taking what its room allows, spilling to the next; what each took or why not (candidates), the
+    rejections, the note and what could not be placed."""
+    offers, mismatched, runs = ranked if ranked is not None else catalog.ranked(item)
     hosts = isinstance(item, HostItem)
     kind = item.kind
     chosen: list[tuple] = []

@@ -17,6 +17,10 @@ Hosts. An idle host is returned when all of these hold:
 A host held for longer than its provider's ``max_lifetime`` is returned as
 soon as it is idle, past its minimum hold, whatever the rest says.
 
+Warm capacity (``policy.warm``) keeps back, of the idle hosts due, as many
+as each of its scopes needs for its ``min_idle`` ready and ``min_hosts``
+held: a host past its ``max_lifetime`` only while no younger one stands in.
+
 Units. While its resource has no demand, the units above the most that
 were in use at once within the last ``idle_time`` (base + borrowed counted
 against observed use; units lent within ``idle_time`` do not count, as they
@@ -41,13 +45,13 @@ from collections.abc import Iterable, Mapping
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Order
 from messages.records import DecisionRecord, GrantRecord, InstanceRecord, ProviderRecord, ResourceRecord
-from messages.states import REQUEST
 from policy.costs import HOLDING
 from policy.granularity import size_down
 from policy.limits import HOUR, UNLIMITED, ProviderLimits
 from policy.matching import Serves
 from policy.nodes import return_let_go
-from policy.supply import SupplyView
+from policy.supply import SupplyView, returning_machines, under_way
+from policy.warm import WarmPolicy, census, kept
 
 
 def wanted_until(history: Iterable[DecisionRecord], now: float) -> dict[str, float]:
@@ -79,12 +83,16 @@ def reclaim(
     idle_time: float,
     limits: Mapping[str, ProviderLimits] | None = None,
     history: Iterable[DecisionRecord] = (),
+    warm: WarmPolicy | None = None,
+    order_timeout: float = math.inf,
 ) -> list[tuple[str, Order]]:
+    """The returns of idle supply due now. ``warm``: warm capacity, whose scopes keep idle hosts back
+    (``policy.warm``); ``order_timeout``: how long an order no owner took up counts as held (its hosts
+    count for warm capacity's floor)."""
     items = demand.items if demand else []
     limits = limits or {}
-    returning_machines, returning_grants = _already_returning(view)
-    by_provider: dict[str, list[str]] = {}
-    reasons: dict[str, str] = {}
+    returning, returning_grants = _already_returning(view)
+    due: dict[str, tuple[InstanceRecord, str]] = {}
     # Most hosts are busy, coming or gone: only the idle ones are sorted and weighed, and the items
     # that keep them are read only when there is one.
     idle = [inst for inst in view.instances.values() if inst.history.state == "idle"]
@@ -94,7 +102,7 @@ def reclaim(
         hosts_wanted = [(Serves(i), i) for i in items if isinstance(i, (HostItem, BundleItem))
                         and (i.count > 0 or recent.get(i.id, -math.inf) > now - idle_time)]
     for inst in sorted(idle, key=lambda i: i.key):
-        if inst.machine_id in returning_machines.get(inst.provider, ()):
+        if inst.machine_id in returning.get(inst.provider, ()):
             continue
         if inst.node and inst.node in view.nodes:
             continue  # a named node's host: the scheduler powers it down, and ``policy.nodes`` returns it
@@ -103,14 +111,23 @@ def reclaim(
             continue
         why = _host_due(inst, rec, limits.get(inst.provider, UNLIMITED), hosts_wanted, now, idle_time)
         if why:
-            by_provider.setdefault(inst.provider, []).append(inst.machine_id)
-            reasons.setdefault(inst.provider, why)
+            due[inst.key] = (inst, why)
+    if due and warm is not None and warm.rules:
+        targets = warm.targets(now)
+        counts = census(targets, view, providers, now, order_timeout, limits, returning)
+        for key in kept(targets, counts, {k: inst for k, (inst, _) in due.items()}, limits, now):
+            del due[key]
+    by_provider: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
+    for inst, why in due.values():
+        by_provider.setdefault(inst.provider, []).append(inst.machine_id)
+        reasons.setdefault(inst.provider, why)
     orders = [
         (p, Order(action="return", supply="hosts", machines=m, count=len(m), reason=reasons[p]))
         for p, m in sorted(by_provider.items())
     ]
     if view.nodes:
-        orders += return_let_go(view, returning_machines)
+        orders += return_let_go(view, returning)
     return orders + _grants_due(items, providers, resources, view, now, idle_time, returning_grants)
 
 
@@ -208,17 +225,10 @@ def portions(grants: Iterable[str], count: int, held: Mapping[str, int]) -> dict
 
 def _already_returning(view: SupplyView) -> tuple[dict[str, set[str]], dict[str, int]]:
     """Machines, and units per grant, named by return orders no owner has finished with yet."""
-    machines: dict[str, set[str]] = {}
     grants: dict[str, int] = {}
     for order in view.orders.values():
         o = order.order
-        if o.action != "return":
-            continue
-        open_ = not order.request_ids or any(
-            view.requests[r].state not in REQUEST.terminal for r in order.request_ids if r in view.requests
-        )
-        if open_:
-            machines.setdefault(order.provider, set()).update(o.machines)
+        if o.action == "return" and o.grants and under_way(order, view):
             held = {g: view.grants[g].count for g in o.grants if g in view.grants}
             grants.update(portions(o.grants, o.count, held))
-    return machines, grants
+    return returning_machines(view), grants

@@ -10,8 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig, ProviderPolicy
+from config.schedule import zone
 from policy.budget import BudgetLimits
 from policy.limits import UNLIMITED, ProviderLimits
+from policy.warm import WarmPolicy, WarmRule
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,8 @@ class PlanSettings:
     order_timeout: float = 900.0
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     providers: Mapping[str, ProviderLimits] = field(default_factory=dict)
+    #: Warm capacity: its rules and the time zone their schedules are read in.
+    warm: WarmPolicy = field(default_factory=WarmPolicy)
 
     def limits(self, provider: str) -> ProviderLimits:
         return self.providers.get(provider, UNLIMITED)
@@ -55,11 +59,26 @@ def provider_limits(policy: ProviderPolicy) -> ProviderLimits:
     )
 
 
+def warm_policy(policy: PolicyConfig, providers: Sequence[ProviderConfig] = ()) -> WarmPolicy:
+    """Warm capacity's rules: the policy section's (every hosts provider together), then each provider's."""
+    rules = []
+    if policy.min_idle or policy.min_hosts:
+        rules.append(WarmRule(provider=None, template=None, min_idle=policy.min_idle, min_hosts=policy.min_hosts,
+                              schedule=policy.warm_schedule))
+    for p in providers:
+        if p.kind == "hosts":
+            rules += [WarmRule(provider=p.name, template=r.template, min_idle=r.min_idle, min_hosts=r.min_hosts,
+                               schedule=r.schedule) for r in p.policy.warm if r.min_idle or r.min_hosts]
+    return WarmPolicy(rules=tuple(rules), tz=zone(policy.timezone))
+
+
 def plan_settings(policy: PolicyConfig, budget: BudgetConfig | None = None,
                   providers: Sequence[ProviderConfig] = ()) -> PlanSettings:
-    """The planner's settings: the policy section's keys, the global caps and each provider's own limits."""
+    """The planner's settings: the policy section's keys, the global caps, each provider's own limits and
+    warm capacity."""
     return PlanSettings(
         cooldown=policy.cooldown, backoff_max=policy.backoff_max, join_grace=policy.join_grace,
         order_timeout=policy.request_timeout, budget=budget_limits(budget) if budget else BudgetLimits(),
         providers={p.name: provider_limits(p.policy) for p in providers},
+        warm=warm_policy(policy, providers),
     )

@@ -168,3 +168,19 @@ def held(view: SupplyView, now: float, order_timeout: float) -> dict[HeldKey, in
             o = order.order
             add(order.provider, o.supply, o.template or o.resource, o.count)
     return out
+
+
+def returning_machines(view: SupplyView) -> dict[str, set[str]]:
+    """Per provider: the machines named by return orders no owner has finished with yet."""
+    out: dict[str, set[str]] = {}
+    for order in view.orders.values():
+        o = order.order
+        if o.action == "return" and o.machines and under_way(order, view):
+            out.setdefault(order.provider, set()).update(o.machines)
+    return out
+
+
+def under_way(order: OrderRecord, view: SupplyView) -> bool:
+    """An order no owner has taken up, or one of whose requests is still under way."""
+    return not order.request_ids or any(
+        view.requests[r].state not in REQUEST.terminal for r in order.request_ids if r in view.requests)

@@ -17,6 +17,7 @@ import threading
 import time
 from array import array
 from collections import Counter as Tally
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -24,12 +25,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from config.models import Config
+from messages.description import ON_DEMAND
 from messages.facts import Fact
+from messages.records import ProviderRecord
 from messages.scripts import ScriptResult
 from messages.states import REQUEST
 from persistence.port import Controller
 from policy.budget import Usage, period_start, usage
 from policy.costs import costs as policy_costs
+from policy.costs import host_costs_by
 from policy.settings import budget_limits, plan_settings
 from policy.supply import SupplyView
 from providers.persistent import Status
@@ -233,6 +237,9 @@ class StateCollector(Collector):
             requests = Tally((r.provider, r.action, r.state) for r in p.requests.values()
                              if r.state in REQUEST.terminal)
             instances = Tally((i.provider, i.state) for i in p.instances.values())
+            kind = capacity_types(p.providers)
+            typed = Tally((i.provider, kind(i.provider, i.template), i.state) for i in p.instances.values())
+            typed_costs = host_costs_by(p.providers, p.instances, now, kind, self.settings.billing_units)
             units = [(r.name, r.base, r.borrowed, r.total, r.in_use) for r in p.resources.values()]
             costs = views.costs(p, now, self.settings.billing_units)
             used = usage(SupplyView(orders=p.orders, requests=p.requests, instances=p.instances, grants=p.grants),
@@ -267,6 +274,17 @@ class StateCollector(Collector):
                       ["provider"], [((c["provider"],), c["cost_so_far"]) for c in costs])
         yield _family(GaugeMetricFamily, "provisioner_cost_per_hour", "What held supply costs per hour now.",
                       ["provider"], [((c["provider"],), c["cost_per_hour_now"]) for c in costs])
+        # The same hosts and their cost split by their template's capacity type (spot, on-demand): new families
+        # beside the ones above, whose label sets the alert rules and dashboards rely on as they are.
+        yield _family(GaugeMetricFamily, "provisioner_instances_by_capacity_type", "Host instances by provider, "
+                      "their template's capacity type (spot or on-demand) and state.",
+                      ["provider", "capacity_type", "state"], typed.items())
+        yield _family(CounterMetricFamily, "provisioner_cost_by_capacity_type", "Hosts' cost so far, by provider "
+                      "and their template's capacity type.", ["provider", "capacity_type"],
+                      [(key, so_far) for key, (so_far, _) in sorted(typed_costs.items())])
+        yield _family(GaugeMetricFamily, "provisioner_cost_per_hour_by_capacity_type", "What held hosts cost per "
+                      "hour now, by provider and their template's capacity type.", ["provider", "capacity_type"],
+                      [(key, rate) for key, (_, rate) in sorted(typed_costs.items())])
         yield _family(GaugeMetricFamily, "provisioner_lease_owned", "1 when this daemon holds the provider's lease.",
                       ["provider"], [((name,), float(leases.get(f"provider:{name}") == self.cfg.instance.id))
                                      for name in providers])
@@ -296,6 +314,22 @@ class StateCollector(Collector):
         if lim.max_spend is not None:
             rows.append((("max_spend",), round(lim.max_spend - spent, 6)))
         return rows
+
+
+def capacity_types(providers: Mapping[str, ProviderRecord]) -> Callable[[str, str | None], str]:
+    """A host's capacity type by its provider and template (``ProviderDescription.capacity_type``), each pair
+    looked up once: a scrape asks it of every host."""
+    found: dict[tuple[str, str | None], str] = {}
+
+    def kind(provider: str, template: str | None) -> str:
+        k = found.get((provider, template))
+        if k is None:
+            rec = providers.get(provider)
+            desc = rec.description if rec is not None else None
+            k = found[(provider, template)] = desc.capacity_type(template) if desc is not None else ON_DEMAND
+        return k
+
+    return kind
 
 
 def _family(cls: Any, name: str, doc: str, labels: list[str], samples: Any) -> Metric:

@@ -190,6 +190,9 @@ class SimConfig(Model):
         if dup:
             raise ValueError(f"duplicate provider names: {', '.join(dup)}")
         kinds = {p.name: p.description.kind for p in self.providers}
+        warm_units = [p.name for p in self.providers if p.policy.warm and p.description.kind != "hosts"]
+        if warm_units:
+            raise ValueError(f"provider {warm_units[0]}: warm capacity keeps hosts, and it lends units")
         for r in self.resources:
             if r.provider is not None and kinds.get(r.provider) != "units":
                 raise ValueError(f"resource {r.name}: {r.provider!r} is not a units provider of this config")

@@ -55,6 +55,7 @@ from policy.matching import Selector, amount
 from policy.rounds import catalog_for, outcome, propose, review_orders, with_cuts
 from policy.settings import plan_settings
 from policy.supply import ARRIVING
+from policy.warm import targets_of
 from sim.cloud import Cloud
 from sim.config import SimConfig
 from sim.metrics import Metrics
@@ -105,6 +106,10 @@ class Engine:
         self.now = self.start
         self.p = Projection()
         self.settings = plan_settings(cfg.policy, cfg.budget, [sp.as_config() for sp in cfg.providers])
+        #: With warm capacity, a host going to work leaves its scope one idle host short, and one ordered or
+        #: joining may let an idle one go (a successor, a warm host ready): a round must see all three
+        #: (and a host come idle, ``_sways``).
+        self.quiet = QUIET - {"instance_busy", "instance_joined", "order"} if self.settings.warm.rules else QUIET
         self.view: Any = Recent(self.p, self.settings) if trim else self.p
         self.plan_every = max(QUANTUM, q(cfg.policy.plan_every))
         self._heap: list[tuple[float, int, int, Callable[..., None], tuple]] = []
@@ -275,24 +280,39 @@ class Engine:
         """What a fact calls for: "plan" (it could change what the next round orders or returns),
         "retime" (it can do so only ``idle_time`` from now: then the next moment is worked out anew), or None."""
         p = fact.payload
-        if fact.kind in QUIET or (isinstance(p, InstanceSeen) and p.state in ARRIVING):
+        if fact.kind in self.quiet or (isinstance(p, InstanceSeen) and p.state in ARRIVING):
             return None
         if isinstance(p, RequestChanged):
             # A request that ends short of its count stops counting its missing machines as in flight.
             ends_short = p.state in ("failed", "timed_out") or (
                 p.state == "complete_with_error" and self.p.requests[p.request_id].action == "request")
-            return "plan" if ends_short else None
+            # One that completes clears its template's and its provider's cooldowns: need left unplaced
+            # while they cooled down may be ordered there now.
+            clears = self.short and p.state in ("complete", "complete_with_error") \
+                and self.p.requests[p.request_id].action == "request"
+            return "plan" if ends_short or clears else None
         if isinstance(p, UsageObserved):
             # More use only keeps borrowed units longer; less use frees them only once the peak
             # leaves the idle window, a moment the next timing finds.
             return "retime" if self._returnable(p.resource) else None
         if isinstance(p, InstanceChanged) and p.state == "idle" and self.cfg.policy.idle_time > 0:
-            return "retime"
+            # A host past its max_lifetime goes back as soon as it is idle: not an idle_time later; with warm
+            # capacity, a host come idle may be one more than a scope keeps, and let one kept before go.
+            return "plan" if self.settings.warm.rules or self._past_lifetime(f"{fact.provider}/{p.machine_id}") \
+                else "retime"
         if (isinstance(p, InstanceChanged) and p.state == "returned") or (
                 isinstance(p, GrantChanged) and p.state == "returned"):
             # Room freed at a provider matters only to need that could not be placed.
             return "plan" if self.short else None
         return "plan"
+
+    def _past_lifetime(self, key: str) -> bool:
+        """Whether a host has been held for its provider's max_lifetime (the reclaim returns it once idle)."""
+        life = self.settings.limits(key.split("/", 1)[0]).max_lifetime
+        inst = self.p.instances.get(key)
+        if life is None or inst is None:
+            return False
+        return self.now - (inst.launched_at if inst.launched_at is not None else inst.seen_at) >= life
 
     def _returnable(self, resource: str) -> bool:
         """Whether borrowed units of a resource could go back now, use permitting (use matters only then)."""
@@ -507,6 +527,7 @@ class Engine:
             return
         self.decided = with_cuts(proposal.decisions, proposal.orders, approved)
         counts = {i.id: i.count for i in self.demand.items} if self.demand else {}
+        counts.update(targets_of(self.decided))
         self.short = any(d.in_flight + sum(c.count if c.bundles is None else c.bundles for c in d.chosen)
                          < counts.get(d.item, 0) for d in self.decided)
         self._schedule(next_change(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time,

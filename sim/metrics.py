@@ -16,6 +16,12 @@ sample.
   hold or billing unit, else ``idle_time``), by a new order for the same
   demand item (for a host bought for bundles, any item whose bundles it was
   bought to carry).
+- **Warm hosts** (warm capacity, ``policy.warm``): how many hosts were bought
+  to be kept warm, what they cost (idle and at work alike: once they join, the
+  work takes them), and what of it they cost idle. The printed table sets each
+  variant against the first: its cost and its waiting (unmet host-hours, time
+  to capacity) beside the first's, and what each host-hour of waiting saved
+  cost.
 - **Packing** (bundle items): per resource the bundles need, the integral
   over time of what the bundle hosts have (allocated) and of what the
   bundles running on them use (``sim.scheduler.Packing``), and their ratio,
@@ -34,6 +40,7 @@ from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, Or
 from messages.records import GrantRecord, InstanceRecord, ProviderRecord
 from messages.states import GRANT, INSTANCE
 from policy.costs import costs, grant_cost, instance_cost, price
+from policy.warm import is_warm
 from sim.scheduler import Packing
 from state.projection import Projection
 
@@ -256,6 +263,12 @@ class Metrics:
             "planning_rounds": rounds,
             "facts": facts,
         }
+        warm = [i for i in p.instances.values() if is_warm(i.item_id)]
+        if warm:
+            out["warm_hosts"] = len(warm)
+            out["warm_cost"] = round(sum(instance_cost(i, _price(p.providers, i), end,
+                                                       self.billing.get(i.provider, 0.0)) for i in warm), 4)
+            out["warm_idle_cost"] = round(sum(_idle_seconds(i, end) / 3600.0 * _price(p.providers, i) for i in warm), 4)
         if self.bundles:
             out["unmet_bundle_hours"] = round(self.unmet_seconds["bundles"] / 3600.0, 4)
             out["time_to_capacity_bundles_p95_s"] = _round(percentile(self.waits["bundles"], 95))

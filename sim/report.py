@@ -153,6 +153,8 @@ def table(results: list[Result]) -> str:
         rows.append([key] + [_cell(r.report["failures"].get(key, 0)) for r in results])
     for key in sorted({k for r in results for k in r.report["counts"]}):
         rows.append([key] + [_cell(r.report["counts"].get(key, 0)) for r in results])
+    if any(r.engine.settings.warm.rules for r in results):
+        rows += _warm_rows(results)
     providers = sorted({p for r in results for p in r.report["cost_by_provider"]})
     for p in providers:
         rows.append([f"cost at {p}"] + [_cell(r.report["cost_by_provider"].get(p, 0.0)) for r in results])
@@ -177,6 +179,33 @@ def _bundle_rows(results: list[Result]) -> list[list[str]]:
             cells.append("-" if eff is None else f"{eff:.1%}")
         rows.append([f"packing efficiency {dim}"] + cells)
     return rows
+
+
+def _warm_rows(results: list[Result]) -> list[list[str]]:
+    """What warm hosts cost against the wait they saved: each variant beside the first (the base)."""
+    base = results[0].report
+    rows = [["warm hosts bought"] + [_cell(r.report.get("warm_hosts", 0)) for r in results],
+            ["  their cost"] + [_cell(r.report.get("warm_cost", 0.0)) for r in results],
+            ["  of it idle"] + [_cell(r.report.get("warm_idle_cost", 0.0)) for r in results]]
+
+    def against(key: str) -> list[float | None]:
+        return [None if r.report.get(key) is None or base.get(key) is None else r.report[key] - base[key]
+                for r in results]
+
+    cost, unmet = against("total_cost"), against("unmet_host_hours")
+    rows.append([f"cost vs {results[0].variant.name}"] + [_signed(v) for v in cost])
+    rows.append([f"unmet host-hours vs {results[0].variant.name}"] + [_signed(v) for v in unmet])
+    for key, label in (("time_to_capacity_p50_s", "p50"), ("time_to_capacity_p95_s", "p95")):
+        rows.append([f"time to capacity {label} vs {results[0].variant.name} (s)"] + [_signed(v) for v in against(key)])
+    rows.append(["cost per host-hour of wait saved"] + [
+        _cell(c / -u) if c is not None and u is not None and u < 0 else "-" for c, u in zip(cost, unmet)])
+    return rows
+
+
+def _signed(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+,.2f}"
 
 
 def _cell(v: Any) -> str:

@@ -34,7 +34,9 @@ def describe(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
         out["capacity"] = settings.capacity
     spread = []
     for t in settings.templates:
-        entry: dict[str, Any] = {"id": t.id, "max_number": t.max_number, "attributes": dict(t.attributes)}
+        # What its hosts are, for the daemon's metrics by capacity type: the market it launches in.
+        entry: dict[str, Any] = {"id": t.id, "max_number": t.max_number,
+                                 "attributes": {**t.attributes, "capacity_type": t.market}}
         if t.price_per_hour is not None:
             entry["cost_per_hour"] = t.price_per_hour
         # A template whose subnets span zones has no single zone: it goes where capacity is.

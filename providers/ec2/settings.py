@@ -94,6 +94,14 @@ class TemplateSettings(Strict):
             raise ValueError(f"{twice[0]!r} is listed twice")
         return value
 
+    @model_validator(mode="after")
+    def _capacity_type_is_the_market(self) -> "TemplateSettings":
+        said = self.attributes.get("capacity_type")
+        if said is not None and said != self.market:
+            raise ValueError(f"attributes.capacity_type {said!r} is not the template's market {self.market!r}: "
+                             "describe reports the market (leave capacity_type out)")
+        return self
+
 
 class Settings(Strict):
     """The whole file."""

@@ -24,7 +24,9 @@ OPERATIONS = ROOT / "docs" / "operations.md"
 SHOWN = {"provisioner_instances", "provisioner_units", "provisioner_cost_per_hour", "provisioner_cost_total",
          "provisioner_requests_total", "provisioner_script_duration_seconds_bucket",
          "provisioner_script_failures_total", "provisioner_demand_unmet", "provisioner_budget_remaining",
-         "provisioner_lease_owned", "provisioner_journal_commit_seconds_bucket"}
+         "provisioner_lease_owned", "provisioner_journal_commit_seconds_bucket",
+         "provisioner_instances_by_capacity_type", "provisioner_cost_per_hour_by_capacity_type",
+         "provisioner_cost_by_capacity_type_total"}
 
 
 @pytest.fixture(scope="module")

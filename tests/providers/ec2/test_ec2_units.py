@@ -199,3 +199,33 @@ def test_describe_gives_a_zone_to_a_template_of_one_zone_only():
     assert (one.zone, one.cost_per_hour) == ("us-east-1a", 0.1)
     assert (two.zone, two.cost_per_hour) == (None, None)
     assert (parsed.priority, parsed.capacity, parsed.region) == (7, 40, "us-east-1")
+
+
+def test_describe_says_each_templates_capacity_type_from_its_market():
+    from providers.contract import parse_output
+    from providers.ec2.describe import describe
+
+    class Subnets:
+        def describe_subnets(self, **params: Any) -> dict[str, Any]:
+            return {"Subnets": [{"SubnetId": s, "AvailabilityZone": "us-east-1a"} for s in params["SubnetIds"]]}
+
+    settings = parse_settings(
+        "region: us-east-1\ncluster: prod-a\ntemplates:\n"
+        "  - {id: od, instance_type: m6i.large, image_id: ami-1, subnets: [subnet-a], max_number: 5,"
+        " attributes: {ncpus: 2}}\n"
+        "  - {id: sp, instance_type: m6i.large, image_id: ami-1, subnets: [subnet-a], max_number: 5, market: spot}\n",
+        Path("/nonexistent/ec2.yaml"))
+    parsed = parse_output("v2", "hosts", "describe", describe(settings, Clients(ec2=Subnets()), {}), provider="aws")
+    assert [(t.id, t.attributes) for t in parsed.templates] == [
+        ("od", {"ncpus": 2, "capacity_type": "on-demand"}), ("sp", {"capacity_type": "spot"})]
+    assert [parsed.capacity_type(t) for t in ("od", "sp")] == ["on-demand", "spot"]
+
+
+def test_a_capacity_type_attribute_that_is_not_the_market_is_refused():
+    with pytest.raises(ProviderError) as info:
+        parse_settings("region: us-east-1\ncluster: prod-a\ntemplates:\n"
+                       "  - {id: sp, instance_type: m6i.large, image_id: ami-1, subnets: [subnet-a], max_number: 5,"
+                       " attributes: {capacity_type: spot}}\n", Path("/nonexistent/ec2.yaml"))
+    assert info.value.code == errors.CONFIG
+    assert str(info.value) == ("ec2.yaml: templates[0]: attributes.capacity_type 'spot' is not the template's "
+                               "market 'on-demand': describe reports the market (leave capacity_type out)")

@@ -52,3 +52,10 @@ def test_prometheus_scrapes_the_daemon_and_answers_queries(start_api, prometheus
     assert one('provisioner_script_duration_seconds_count{provider="hosts",action="request"}') == 1
     assert one("provisioner_journal_commit_seconds_count") >= 1
     assert one("sum(provisioner_script_failures_total) or vector(0)") == 0
+    # The dashboard's split by capacity type: the hosts' templates say none, so they are on-demand.
+    assert one('provisioner_instances_by_capacity_type{provider="hosts",capacity_type="on-demand",'
+               'state="running"}') == 2
+    assert one('sum by (capacity_type) (max by (provider, capacity_type) '
+               '(provisioner_cost_per_hour_by_capacity_type))') == 1.0
+    assert one('max by (provider, capacity_type) (provisioner_cost_by_capacity_type_total{provider="hosts"})') \
+        == pytest.approx(one('provisioner_cost_total{provider="hosts"}'), rel=0.05)

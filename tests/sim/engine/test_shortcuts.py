@@ -128,3 +128,122 @@ def test_with_bundle_items_both_shortcuts_order_and_return_as_the_plain_way():
         plain.pop(key)
     assert shortcut == plain
     assert fast.rounds * 5 < slow.rounds
+
+
+def test_a_host_past_its_max_lifetime_that_goes_idle_is_returned_then_by_both_ways():
+    # The work ends with no change in the unmet need (none before, none after): no demand round comes,
+    # and the hosts, held past their max_lifetime, are due the moment they are idle, not idle_time later.
+    cfg = config(hosts("a", policy={"max_lifetime": "1h"}))
+    tr = trace({"time": 0, "items": [batch(2)]}, {"time": 4200, "items": [{"id": "batch", "count": 0}]},
+               {"time": 7200})
+    _, fast = simulate(cfg, tr)
+    _, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    returned = [m for m in _moves(slow) if m[2] == "return"]
+    assert [(m[0] - slow.start, m[4]) for m in returned] == [(4200.0, 2)]
+    assert _moves(fast) == _moves(slow)
+
+
+
+def test_a_request_that_completes_during_a_cooldown_lets_the_need_be_ordered_then_by_both_ways():
+    # One provider, half of its requests finding no capacity: at 601 s a request fails and its template
+    # cools down; at 610 s an earlier request of the template completes, which clears the cooldown, and the
+    # need left unplaced is ordered there at once (seed 17 makes this story).
+    cfg = config(hosts("a", behaviour={"lead_time": {"min": 20, "max": 200}, "capacity_error_rate": 0.5}),
+                 policy={"cooldown": "1m", "backoff_max": "8m"}, seed=17)
+    steps = [{"time": 0, "items": [batch(2)]}]
+    for k, want in enumerate([6, 0, 9, 1, 4, 0, 12, 3], start=1):
+        steps.append({"time": k * 600, "items": [{"id": "batch", "count": want}]})
+    tr = trace(*steps, {"time": 6000})
+    _, fast = simulate(cfg, tr)
+    _, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    cleared = [d for d in slow.p.decisions if d.at - slow.start == 610.0 and d.decision.chosen]
+    assert cleared, "the story has a cooldown cleared by a completion, with need waiting"
+    assert _moves(fast) == _moves(slow)
+
+
+def _warm_story():
+    """Warm capacity on a schedule (all providers together, and a floor at one template), with bursts that
+    take the warm hosts, reclaims, a cap that refuses some, and a max_lifetime that makes successors."""
+    cfg = config(
+        hosts("dear", priority=20, price=2.0, max_number=6, min_hold_s=600,
+              policy={"max_lifetime": "2h", "warm": [{"template": "dear-t", "min_hosts": 5,
+                                                      "schedule": "01:00-03:30"}]},
+              behaviour={"lead_time": {"min": 20, "max": 200}, "capacity_error_rate": 0.2}),
+        hosts("spot", priority=10, price=0.3, behaviour={"lead_time": {"median": 90, "sigma": 0.5},
+                                                         "reclaim_rate": 1.5}),
+        policy={"idle_time": "4m", "cooldown": "1m", "backoff_max": "8m", "min_idle": 3,
+                "warm_schedule": ["00:30-02:00", "02:45-04:00 Mon"], "timezone": "Europe/Paris"},
+        budget={"max_hosts": 11},
+    )
+    steps = [{"time": 0, "items": [batch(2)]}]
+    wants = [6, 0, 9, 1, 4, 0, 12, 3, 0, 5, 0, 2]
+    for k, want in enumerate(wants, start=1):
+        step = {"time": k * 900, "items": [{"id": "batch", "count": want}]}
+        if k == 5:
+            step["hosts"] = [{"provider": "spot", "event": "lost", "count": 2}]
+        steps.append(step)
+    steps.append({"time": (len(wants) + 2) * 900})
+    return cfg, trace(*steps)
+
+
+def test_with_warm_capacity_both_shortcuts_order_and_return_as_the_plain_way():
+    cfg, tr = _warm_story()
+    shortcut, fast = simulate(cfg, tr)
+    plain, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    warm = [o for o in fast.p.orders.values() if o.order.item_id.startswith("warm/")]
+    assert len(warm) > 5 and {o.order.item_id for o in warm} == {"warm/*", "warm/dear/dear-t"}
+    assert _moves(fast) == _moves(slow)
+    assert _chosen(fast) == _chosen(slow)
+    for key in ("planning_rounds", "facts"):
+        shortcut.pop(key)
+        plain.pop(key)
+    assert shortcut == plain
+    assert fast.rounds * 5 < slow.rounds
+
+
+def _warm_scopes_story():
+    """Warm capacity at every scope at once (a floor over all providers, a provider's min_idle on a schedule and
+    its floor, one template's min_idle on a Monday), with billing-unit returns, a rate limit, a cost cap,
+    licenses, failures, reclaims and a failover."""
+    cfg = config(
+        hosts("dear", priority=20, price=2.0, max_number=4, min_hold_s=600,
+              policy={"billing_unit": HOUR, "return_window": 600,
+                      "warm": [{"min_idle": 2, "schedule": "00:20-01:40"}, {"min_hosts": 1}]},
+              behaviour={"lead_time": {"min": 20, "max": 200}, "capacity_error_rate": 0.2}),
+        hosts("spot", priority=10, price=0.3, behaviour={"lead_time": {"median": 90, "sigma": 0.5},
+                                                         "reclaim_rate": 1.5, "fail_rate": 0.2},
+              policy={"rate": {"count": 2, "per": "2m"},
+                      "warm": [{"template": "spot-t", "min_idle": 3, "schedule": "01:00-02:30 Mon"}]}),
+        hosts("slow", priority=10, price=0.9, ncpus=16, behaviour={"lead_time": 300, "transient_rate": 0.3}),
+        units("lic", behaviour={"lead_time": {"min": 5, "max": 40}}),
+        resources=[{"name": "vcs", "elastic": True, "base": 3, "provider": "lic"}],
+        policy={"idle_time": "4m", "cooldown": "1m", "backoff_max": "8m", "min_hosts": 4,
+                "warm_schedule": "00:00-03:00"},
+        budget={"max_cost_per_hour": 25.0}, seed=6,
+    )
+    steps = [{"time": 0, "items": [batch(5), batch(2, item="big", ncpus=16),
+                                   {"id": "l", "kind": "units", "resource": "vcs", "count": 6}]}]
+    for k, want in enumerate([9, 3, 12, 0, 7, 2, 11, 4, 0, 6], start=1):
+        step = {"time": k * 900, "items": [{"id": "batch", "count": want}, {"id": "l", "count": (k * 5) % 11}]}
+        if k == 4:
+            step["failover"] = ["spot"]
+        if k == 6:
+            step["hosts"] = [{"provider": "spot", "event": "lost", "count": 1}]
+        steps.append(step)
+    return cfg, trace(*steps, {"time": 12 * 900})
+
+
+def test_with_warm_capacity_at_every_scope_both_shortcuts_order_and_return_as_the_plain_way():
+    cfg, tr = _warm_scopes_story()
+    shortcut, fast = simulate(cfg, tr)
+    plain, slow = simulate(cfg, tr, every_tick=True, trim=False)
+    assert {o.order.item_id for o in fast.p.orders.values() if o.order.item_id.startswith("warm/")} == {
+        "warm/dear", "warm/spot/spot-t"}, "the floor over all providers is met by demand's hosts"
+    assert any("idle kept from return" in d.decision.note for d in fast.p.decisions
+               if d.decision.item == "warm/*")
+    assert _moves(fast) == _moves(slow)
+    assert _chosen(fast) == _chosen(slow)
+    for key in ("planning_rounds", "facts"):
+        shortcut.pop(key)
+        plain.pop(key)
+    assert shortcut == plain
