@@ -9,7 +9,6 @@ from config.schedule import parse_schedule
 from messages.demand import HostItem
 from messages.description import Template
 from messages.facts import InstanceChanged, InstanceSeen, NodesChanged, Order, RequestPlanned
-from persistence.projection import Projection
 from policy.budget import BudgetLimits
 from policy.catalog import Catalog
 from policy.due import next_change
@@ -17,6 +16,7 @@ from policy.limits import ProviderLimits
 from policy.rounds import dry_run, propose
 from policy.settings import PlanSettings
 from policy.warm import WarmPolicy, WarmRule
+from state.projection import Projection
 from tests.support.policy import T0, demand, failed_request, feed, hosts, idle_host
 
 PARIS = ZoneInfo("Europe/Paris")
