@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from messages.base import Model
 
@@ -25,6 +25,20 @@ def _capacity_type_known(attributes: dict[str, AttrValue]) -> dict[str, AttrValu
     return attributes
 
 
+class Quota(Model):
+    """What a provider may still start under one of its quotas, as it said at its last ``describe``.
+
+    ``vcpus``: vCPUs left (the quota less what runs under it now). The planner
+    orders no more hosts under it than fit in what is left less the vCPUs of
+    hosts it has asked for that the describe did not count (docs/policy.md#quota).
+    """
+
+    vcpus: int = Field(ge=0)
+    #: A provider's quota: the templates it holds for (None: all of them). A template's own quota holds
+    #: for that template and names none.
+    templates: list[str] | None = None
+
+
 class Template(Model):
     """One kind of host a provider can start (an LSF template)."""
 
@@ -36,6 +50,10 @@ class Template(Model):
     priority: int | None = None
     cost_per_hour: float | None = Field(default=None, ge=0)
     zone: str | None = None
+    #: vCPUs one host of this template takes of a quota; needed when a quota applies to it.
+    vcpus: int | None = Field(default=None, ge=1)
+    #: The quota left for this template alone (besides the provider's, if it has one too).
+    quota: Quota | None = None
 
     _capacity_type = field_validator("attributes")(_capacity_type_known)
 
@@ -67,8 +85,34 @@ class ProviderDescription(Model):
     attributes: dict[str, AttrValue] = Field(default_factory=dict)
     templates: list[Template] = Field(default_factory=list)
     pools: list[Pool] = Field(default_factory=list)
+    #: The quota left for all its templates together (a region's vCPU quota); None: no quota said.
+    quota: Quota | None = None
 
     _capacity_type = field_validator("attributes")(_capacity_type_known)
+
+    @model_validator(mode="after")
+    def _quota_sized(self) -> ProviderDescription:
+        """Every template under a quota says how many vCPUs one of its hosts takes of it; a provider's
+        quota names only templates it has."""
+        ids = {t.id for t in self.templates}
+        named = self.quota.templates if self.quota is not None else None
+        for name in named or ():
+            if name not in ids:
+                raise ValueError(f"quota.templates: no template {name!r}")
+        for i, t in enumerate(self.templates):
+            if t.quota is not None and t.quota.templates is not None:
+                raise ValueError(f"templates[{i}] ({t.id}): quota.templates: only the provider's quota names "
+                                 "templates")
+            under = self.quota is not None and (named is None or t.id in named)
+            if t.vcpus is None and (under or t.quota is not None):
+                where = "the provider's quota" if t.quota is None else "its quota"
+                raise ValueError(f"templates[{i}] ({t.id}): vcpus is needed under {where}")
+        return self
+
+    def under_quota(self, template: Template) -> bool:
+        """Whether the provider's own quota holds for ``template``."""
+        q = self.quota
+        return q is not None and (q.templates is None or template.id in q.templates)
 
     # Plain loops, not ``next()`` over a generator: planning and costing look up a template or
     # pool for every host and grant they weigh, and the generator cost as much as the search.

@@ -22,6 +22,8 @@ class ProviderRecord:
     status_reason: str = ""
     #: Why its persistent process cannot start or keeps dying; empty while it is fine.
     degraded: str = ""
+    #: When its description was last written (the fact's time): what its ``quota`` left was measured at.
+    described_at: float = 0.0
     owner: str = ""
     fence: int = 0
     #: Requests that ended at or before this time count no strike against it (``policy.cooldown``): a reload

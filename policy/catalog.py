@@ -45,6 +45,8 @@ class Offer:
     attributes: Mapping[str, AttrValue] = field(default_factory=dict, hash=False, compare=False)
     #: The template's own priority, when it has one: it orders offers within their provider's priority.
     within: int | None = None
+    #: vCPUs one host takes of a quota (the template's ``vcpus``); None for a pool or a template without.
+    vcpus: int | None = None
 
     @property
     def tier(self) -> tuple[int, int]:
@@ -189,7 +191,7 @@ class Catalog:
     def _all_templates(self) -> list[tuple[Offer, Template, str | None]]:
         """Every host template's offer in rank order, with the template and its provider's zone."""
         out = [(_offer(name, desc, t.id, t.max_number, t.priority,
-                       desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour, t.attributes),
+                       desc.cost_per_hour if t.cost_per_hour is None else t.cost_per_hour, t.attributes, t.vcpus),
                 t, desc.zone)
                for name, desc in sorted(self.descriptions.items()) if desc.kind == "hosts"
                for t in desc.templates]
@@ -213,7 +215,8 @@ class Catalog:
 
 
 def _offer(name: str, desc: ProviderDescription, key: str, max_number: int, within: int | None, price: float,
-           attributes: Mapping[str, AttrValue]) -> Offer:
+           attributes: Mapping[str, AttrValue], vcpus: int | None = None) -> Offer:
     return Offer(provider=name, key=key, priority=desc.priority, within=within, price=price,
                  lead_time=desc.lead_time_s, max_number=max_number, capacity=desc.capacity,
-                 min_request=desc.min_request, step=desc.step, min_hold=desc.min_hold_s, attributes=attributes)
+                 min_request=desc.min_request, step=desc.step, min_hold=desc.min_hold_s, attributes=attributes,
+                 vcpus=vcpus)

@@ -2,7 +2,10 @@
 
 An offer's room is the tightest of: its template's ``max_number`` and the
 provider's ``capacity`` less what is held or on its way there; the
-provider's own cost-per-hour cap and rate limit; and the global caps. Each
+provider's own cost-per-hour cap and rate limit; the quotas it described
+(``quota``: vCPUs left, for the provider or the template, as of its last
+``describe``, less the vCPUs of hosts asked for since or not running yet,
+plus those of hosts ended since); and the global caps. Each
 amount ordered is taken from every one of them at once, so later offers in
 the same round see what earlier ones used.
 
@@ -24,7 +27,7 @@ from policy.cooldown import Cooldown, cleared, cooldowns
 from policy.costs import costs
 from policy.ratelimit import ordered_recently
 from policy.settings import PlanSettings
-from policy.supply import SupplyView, held
+from policy.supply import SupplyView, held, since_described
 
 
 def _clock(t: float) -> str:
@@ -59,6 +62,10 @@ class Rooms:
                 spent = costs(providers, view.instances, view.grants, now, settings.billing_units,
                               since=period_start(now, b.spend_per)).total
             self.budget = Headroom(b, used, spent)
+        #: vCPUs left per quota, (provider, template id) or (provider, "") for the provider's: as described, less
+        #: hosts its describe did not count, less what this round took; and the quotas over each (provider,
+        #: template). Empty when no provider has a quota.
+        self.quota, self.under = _quotas(providers, view, now, settings.order_timeout)
         self._blocked: dict[str, str | None] = {}
         #: Offers found with no room this round, and why: room only shrinks within a round,
         #: so later items skip the arithmetic (thousands of items walk the same full offers).
@@ -113,6 +120,11 @@ class Rooms:
             left_, cap = self.budget.room(supply, offer.price, lim.charge_hours(offer.min_hold))
             if left_ is not None and left_ < room:
                 room, why = left_, f"budget: {cap}"
+        if self.quota and offer.vcpus is not None and supply == "hosts":
+            for scope in self.under.get((p, offer.key), ()):
+                vcpus = self.quota[scope]
+                if vcpus // offer.vcpus < room:
+                    room, why = vcpus // offer.vcpus, _quota_reason(vcpus, offer, scope[1])
         if room <= 0:
             self._full[(p, offer.key)] = why
         return max(0, room), why
@@ -126,8 +138,57 @@ class Rooms:
         self.recent[p] = self.recent.get(p, 0) + amount
         if self.budget is not None:
             self.budget.take(supply, amount, offer.price, self.settings.limits(p).charge_hours(offer.min_hold))
+        if self.quota and offer.vcpus is not None and supply == "hosts":
+            for scope in self.under.get((p, offer.key), ()):
+                self.quota[scope] -= amount * offer.vcpus
 
     def give(self, offer: Offer, supply: str, amount: int) -> None:
         """Undo a ``take``: the packer moved hosts to another template or dropped them."""
         self.take(offer, supply, -amount)
         self._full.pop((offer.provider, offer.key), None)
+
+
+def _quota_reason(vcpus: int, offer: Offer, template: str) -> str:
+    """E.g. ``quota: 12 vCPUs left``, with the host's size when not even one fits."""
+    whose = f" for {template}" if template else ""
+    small = f" (a {offer.key} host takes {offer.vcpus})" if 0 < vcpus < offer.vcpus else ""
+    return f"quota: {max(0, vcpus)} vCPUs left{whose}{small}"
+
+
+Scope = tuple[str, str]
+
+
+def _quotas(providers: Mapping[str, ProviderRecord], view: SupplyView, now: float,
+            order_timeout: float) -> tuple[dict[Scope, int], dict[Scope, tuple[Scope, ...]]]:
+    """vCPUs left per quota described (docs/policy.md#quota): what each provider said at its last
+    ``describe``, less the vCPUs of its hosts that describe did not count, plus those of its hosts that
+    describe counted and that have ended since; and per (provider, template), the quotas over it."""
+    left: dict[Scope, int] = {}
+    under: dict[Scope, tuple[Scope, ...]] = {}
+    sizes: dict[Scope, int] = {}
+    described: dict[str, float] = {}
+    for name, rec in providers.items():
+        d = rec.description
+        if d is None or d.kind != "hosts":
+            continue
+        if d.quota is not None:
+            left[(name, "")] = d.quota.vcpus
+        for t in d.templates:
+            scopes = ((name, t.id),) if t.quota is not None else ()
+            if d.under_quota(t):
+                scopes += ((name, ""),)
+            if t.quota is not None:
+                left[(name, t.id)] = t.quota.vcpus
+            if scopes and t.vcpus is not None:
+                under[(name, t.id)] = scopes
+                sizes[(name, t.id)] = t.vcpus
+                described[name] = rec.described_at
+    if not left:
+        return left, under
+    for (provider, _, template), n in since_described(view, now, order_timeout, described).items():
+        vcpus = sizes.get((provider, template))
+        if vcpus is None:  # a template under no quota, or not described any more (its hosts' size unknown)
+            continue
+        for scope in under[(provider, template)]:
+            left[scope] -= n * vcpus
+    return left, under

@@ -170,6 +170,53 @@ def held(view: SupplyView, now: float, order_timeout: float) -> dict[HeldKey, in
     return out
 
 
+#: Instance states of hosts the provider may not have started yet (or not said so).
+NOT_RUNNING = frozenset({"requested", "provisioning"})
+#: Seconds by which a provider's clock (an instance's launch time) may differ from the daemon's.
+SKEW = 60.0
+
+
+def since_described(view: SupplyView, now: float, order_timeout: float,
+                    described_at: Mapping[str, float]) -> dict[HeldKey, int]:
+    """Per provider and template: hosts a quota measured at the provider's last ``describe`` (``described_at``,
+    by provider) has not counted, less the hosts it counted that have ended since.
+
+    Counted: orders not taken up, requested hosts not seen yet, hosts not started yet, and hosts launched
+    after the describe (or so close before it that the clocks cannot tell). Given back: hosts launched before
+    it that have ended since (returned or lost), whose vCPUs the quota has back. What counts against a
+    quota left (``policy.sizing``); providers not in ``described_at`` are left out.
+    """
+    out: dict[HeldKey, int] = {}
+
+    def add(provider: str, key: str | None, n: int) -> None:
+        if n:
+            k = (provider, "hosts", key or "")
+            out[k] = out.get(k, 0) + n
+
+    seen: dict[str, int] = {}
+    ended = INSTANCE.terminal
+    for inst in view.instances.values():
+        seen[inst.request_id] = seen.get(inst.request_id, 0) + 1
+        at = described_at.get(inst.provider)
+        if at is None:
+            continue
+        state = inst.history.state
+        before = inst.launched_at is not None and inst.launched_at < at - SKEW
+        if state in ended:
+            if before and inst.history[-2] > at:
+                add(inst.provider, inst.template, -1)
+        elif state is None or state in NOT_RUNNING or not before:
+            add(inst.provider, inst.template, 1)
+    for req in view.requests.values():
+        if (req.provider in described_at and req.action == "request" and req.supply == "hosts"
+                and unresolved(req, now, order_timeout)):
+            add(req.provider, req.template, max(0, req.count - seen.get(req.id, 0)))
+    for order in view.orders.values():
+        if order.provider in described_at and pending(order, now, order_timeout) and order.order.supply == "hosts":
+            add(order.provider, order.order.template, order.order.count)
+    return out
+
+
 def returning_machines(view: SupplyView) -> dict[str, set[str]]:
     """Per provider: the machines named by return orders no owner has finished with yet."""
     out: dict[str, set[str]] = {}

@@ -330,12 +330,14 @@ def _describe_lsf(data: dict[str, Any], provider: str) -> ProviderDescription:
 
 def _template(t: LsfTemplate) -> Template:
     zone = t.attributes.get("zone")
+    ncpus = t.attributes.get("ncpus")  # what an LSF template's host has: what it takes of a vCPU quota
     return Template(
         id=t.template_id,
         max_number=t.max_number,
         attributes=t.attributes,
         priority=t.priority,
         zone=zone if isinstance(zone, str) and zone else None,
+        vcpus=int(ncpus) if isinstance(ncpus, float) and ncpus >= 1 and ncpus == int(ncpus) else None,
     )
 
 

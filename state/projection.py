@@ -344,7 +344,9 @@ class Projection:
     # --- handlers -------------------------------------------------------------------
 
     def _described(self, fact: Fact, p: ProviderDescribed) -> None:
-        self.provider(fact.provider).description = p.description
+        rec = self.provider(fact.provider)
+        rec.description = p.description
+        rec.described_at = fact.time
 
     def _admin(self, fact: Fact, p: ProviderAdmin) -> None:
         rec = self.provider(fact.provider)

@@ -380,6 +380,15 @@ def test_v2_description_accepts_both_template_shapes(tools):
     assert desc.templates[1].cost_per_hour == 3.2
 
 
+def test_v2_description_carries_its_quota_and_an_lsf_templates_ncpus_is_its_vcpus(tools):
+    lsf_shaped = tools.data("getAvailableTemplates.output.json")["templates"][0]
+    raw = {"quota": {"vcpus": 12},
+           "templates": [lsf_shaped, {"id": "big", "max_number": 4, "vcpus": 64, "quota": {"vcpus": 128}}]}
+    desc = parse_output("v2", "hosts", "describe", raw, provider="p")
+    assert desc.quota is not None and desc.quota.vcpus == 12
+    assert [(t.vcpus, t.quota.vcpus if t.quota else None) for t in desc.templates] == [(1, None), (64, 128)]
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
@@ -390,6 +399,12 @@ def test_v2_description_accepts_both_template_shapes(tools):
         (
             {"templates": [{"id": "t", "max_number": 1, "attributes": {"mem": ["Numeric", "x"]}}]},
             "templates[0].attributes.mem: Numeric attribute has a non-numeric value 'x'",
+        ),
+        ({"quota": {"vcpus": -1}}, "quota.vcpus: Input should be greater than or equal to 0"),
+        ({"quota": {"cpus": 4}}, "quota.vcpus: Field required"),
+        (
+            {"quota": {"vcpus": 4}, "templates": [{"id": "t", "max_number": 1}]},
+            "document: templates[0] (t): vcpus is needed under the provider's quota",
         ),
     ],
 )
