@@ -29,7 +29,7 @@ MARGIN_S = 2.0
 
 @dataclass
 class Clients:
-    """What an action needs from outside: EC2, a clock and a way to wait.
+    """What an action needs from outside: EC2 (and Service Quotas, where reachable), a clock and a way to wait.
 
     A long-running server would build one of these and keep it; a test can
     give a fake clock. ``deadline`` is when the daemon kills the script (epoch
@@ -42,6 +42,8 @@ class Clients:
     deadline: float | None = None
     attempts: int = ATTEMPTS
     log: Callable[[str], None] = field(default=lambda _msg: None)
+    #: A Service Quotas client (``describe`` reads the vCPU quota with it); None: no quota is read.
+    quotas: Any = None
 
     def left(self) -> float:
         """Seconds left before the deadline, less a margin to answer; infinite without one."""
@@ -95,11 +97,13 @@ def connect(region: str, env: Any = None, log: Callable[[str], None] | None = No
     read_timeout = READ_TIMEOUT_S
     if deadline is not None:
         read_timeout = max(2.0, min(read_timeout, deadline - MARGIN_S - time.time()))
-    return Clients(ec2=ec2_client(region, read_timeout), deadline=deadline, log=log or (lambda _msg: None))
+    return Clients(ec2=ec2_client(region, read_timeout), deadline=deadline, log=log or (lambda _msg: None),
+                   quotas=ec2_client(region, read_timeout, service="service-quotas"))
 
 
-def ec2_client(region: str, read_timeout: float = READ_TIMEOUT_S) -> Any:
-    """A boto3 EC2 client with botocore's retries off (``Clients.call`` retries what is transient).
+def ec2_client(region: str, read_timeout: float = READ_TIMEOUT_S, service: str = "ec2") -> Any:
+    """A boto3 EC2 client (or another ``service``'s) with botocore's retries off (``Clients.call`` retries
+    what is transient).
 
     boto3 is imported here, not at the top: ``--help`` and a bad settings file
     answer without paying for it.
@@ -113,4 +117,4 @@ def ec2_client(region: str, read_timeout: float = READ_TIMEOUT_S) -> Any:
         read_timeout=read_timeout,
         user_agent_extra="provisioner-ec2",
     )
-    return boto3.session.Session().client("ec2", region_name=region, config=config)
+    return boto3.session.Session().client(service, region_name=region, config=config)

@@ -1,5 +1,9 @@
 """``describe``: what the provider offers, from the settings, with the zones EC2 puts its subnets in.
 
+Where the account allows, it also reports the vCPUs left of its On-Demand
+standard quota (``providers.ec2.quota``), and the vCPUs each template under
+it takes, so the daemon asks for no more hosts than fit.
+
 Prices come from the settings, not from the Pricing API: it is not reachable
 from every VPC, and a site's negotiated price is what its budget counts. The
 one AWS call, DescribeSubnets, both finds each template's zones and proves
@@ -16,6 +20,7 @@ from botocore.exceptions import ClientError
 from providers.ec2.clients import Clients
 from providers.ec2.errors import CONFIG, ProviderError, aws_code
 from providers.ec2.inputs import DescribeIn, read
+from providers.ec2.quota import vcpu_quota
 from providers.ec2.settings import Settings
 
 
@@ -46,6 +51,14 @@ def describe(settings: Settings, clients: Clients, doc: Any) -> dict[str, Any]:
         spread.append(f"{t.id} in {', '.join(in_zones)}")
         out["templates"].append(entry)
     out["message"] = f"cluster {settings.cluster}: " + "; ".join(spread)
+    quota = vcpu_quota(settings, clients)
+    if quota is not None:
+        limit, used, sizes = quota
+        out["quota"] = {"vcpus": max(0, limit - used), "templates": sorted(sizes)}
+        for entry in out["templates"]:
+            if entry["id"] in sizes:
+                entry["vcpus"] = sizes[entry["id"]]
+        out["message"] += f"; On-Demand standard vCPUs: {max(0, limit - used)} left of {limit}"
     return out
 
 

@@ -34,19 +34,22 @@ class Server:
         self.lock = threading.Lock()
         self.clients: dict[str, Any] = {}
 
-    def client(self, region: str) -> Any:
-        """The region's client, made on its first use: clients are thread-safe, making one is not."""
+    def client(self, region: str, service: str = "ec2") -> Any:
+        """The region's client of ``service``, made on its first use: clients are thread-safe, making one
+        is not."""
         with self.lock:
-            if region not in self.clients:
-                self.clients[region] = ec2_client(region)
-            return self.clients[region]
+            key = f"{service}/{region}"
+            if key not in self.clients:
+                self.clients[key] = ec2_client(region, service=service)
+            return self.clients[key]
 
     def handle(self, action: str, doc: dict[str, Any], deadline: float | None) -> dict[str, Any]:
         from providers.ec2 import settings as settings_file
 
         try:
             settings = settings_file.load(self.env)
-            clients = Clients(ec2=self.client(settings.region), deadline=deadline, log=self.log)
+            clients = Clients(ec2=self.client(settings.region), deadline=deadline, log=self.log,
+                              quotas=self.client(settings.region, "service-quotas"))
             return {"exit": 0, "output": ACTIONS[action](settings, clients, doc)}
         except Exception as exc:  # every failure is one call's answer; the process serves on
             code = exit_code(exc)
