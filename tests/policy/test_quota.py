@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from messages.demand import HostItem
+from messages.demand import BundleItem, HostItem
 from messages.description import ProviderDescription, Quota, Template
 from messages.facts import InstanceChanged, InstanceSeen, Order, ProviderDescribed, RequestPlanned
 from policy.planning import PlanSettings, plan
@@ -155,3 +155,17 @@ def test_a_providers_quota_naming_a_template_it_has_not_is_refused():
     # A template the provider's quota does not name needs no vcpus.
     ProviderDescription(name="p", kind="hosts", quota=Quota(vcpus=4, templates=["t"]),
                         templates=[Template(id="t", max_number=1, vcpus=2), Template(id="u", max_number=1)])
+
+
+def test_warm_capacity_and_bundles_take_their_hosts_within_the_quota_too():
+    from policy.warm import WarmPolicy, WarmRule
+
+    warm = PlanSettings(cooldown=60, join_grace=30, order_timeout=600,
+                        warm=WarmPolicy(rules=(WarmRule(provider=None, template=None, min_idle=5),)))
+    out = plan(None, {"ec2": described(big(vcpus=4, quota=8))}, view(Projection()), T0, warm)
+    assert [(o.item_id, o.count) for _, o in out.orders] == [("warm/*", 2)]
+    assert "quota: 8 vCPUs left" in [c.why for c in out.decisions[0].candidates]
+
+    bundles = plan(demand(BundleItem(id="b", count=5, resources={"ncpus": 4})), {"ec2": described(big(quota=8))},
+                   view(Projection()), T0, SETTINGS)
+    assert sum(o.count for _, o in bundles.orders) == 2
