@@ -19,6 +19,10 @@ their ``CaughtUp`` comes once it holds everything before. An owner (a shared
 subscriber of some providers) is still told of its share of each later batch,
 as news to act on; the facts are already in the projection it reads.
 
+Each subscriber is told only what it wants (``Subscribe.wants``): the
+planner the demand, an owner its providers' facts, the supply view and its
+hosts' events. ``CaughtUp`` goes to every subscriber.
+
 A commit the controller refuses (full, locked, unreachable) is answered
 with the error, and what comes next is tried only after a wait that grows
 with each failure (``Refusals``): writers send again at once, and a refusing
@@ -51,6 +55,7 @@ from messages.commands import (
     Committed,
     DemandChanged,
     HostEvents,
+    Interest,
     Subscribe,
     SupplyChanged,
     Unsubscribe,
@@ -177,6 +182,8 @@ class _Subscriber:
     providers: frozenset[str] | None
     #: It reads the shared projection: sent no history; of later batches only its providers' share, as news.
     shared: bool = False
+    #: What it is told of besides ``CaughtUp``.
+    wants: frozenset[Interest] = frozenset(Interest)
 
 
 class _Shares:
@@ -253,7 +260,7 @@ class JournalActor(Actor):
     def on_start(self) -> None:
         self.delivered = self.controller.last_seq()
         if self.shared is not None:
-            self._join(_Subscriber(ref=_SharedFeed(self.shared), providers=None))
+            self._join(_Subscriber(ref=_SharedFeed(self.shared), providers=None, wants=frozenset({Interest.FACTS})))
 
     # --- writing -----------------------------------------------------------------
 
@@ -356,9 +363,9 @@ class JournalActor(Actor):
         events = self._place(ch.host_events, fresh=True)
         supply = self._place_supply(ch.supply) if ch.supply is not None else None
         for sub in list(self.subscribers):
-            if ch.demand is not None:
+            if ch.demand is not None and Interest.DEMAND in sub.wants:
                 self._tell(sub.ref, DemandChanged(demand=ch.demand))
-            if supply is not None:
+            if supply is not None and Interest.SUPPLY in sub.wants:
                 self._tell(sub.ref, SupplyChanged(supply=supply))
             self._tell_events(sub, events)
 
@@ -396,6 +403,8 @@ class JournalActor(Actor):
 
     def _tell_events(self, sub: _Subscriber, events: list[HostEvent]) -> None:
         """An owner hears only of its own providers' hosts."""
+        if Interest.HOST_EVENTS not in sub.wants:
+            return
         if sub.providers is not None:
             events = [e for e in events if e.provider is None or e.provider in sub.providers]
         if events:
@@ -419,8 +428,8 @@ class JournalActor(Actor):
         self.delivered = max(self.delivered, facts[-1].seq or 0)
         shares = _Shares(facts)
         for sub in list(self.subscribers):
-            if sub.shared and sub.providers is None:
-                continue  # it reads every fact from the shared projection, on its own schedule
+            if Interest.FACTS not in sub.wants or (sub.shared and sub.providers is None):
+                continue  # not wanted, or it reads every fact from the shared projection, on its own schedule
             wanted = shares.of(sub.providers)
             if wanted:
                 self._tell(sub.ref, Committed(facts=wanted))
@@ -440,7 +449,7 @@ class JournalActor(Actor):
             log.error("journal: %s wants the shared projection, which this journal does not keep", msg.ref)
             return
         providers = frozenset(msg.providers) if msg.providers is not None else None
-        self._join(_Subscriber(ref=msg.ref, providers=providers, shared=msg.shared))
+        self._join(_Subscriber(ref=msg.ref, providers=providers, shared=msg.shared, wants=msg.wants))
 
     def _join(self, sub: _Subscriber) -> None:
         self.joining.append(sub)
@@ -458,8 +467,8 @@ class JournalActor(Actor):
         self.replay_queued = False
         joining, self.joining = self.joining, []
         self._catch_up()
-        # Subscribers that read the shared projection need no history of their own.
-        readers = [sub for sub in joining if not sub.shared]
+        # Subscribers that read the shared projection need no history of their own, nor those that want no facts.
+        readers = [sub for sub in joining if not sub.shared and Interest.FACTS in sub.wants]
         try:
             snapshot = self._snapshot() if readers else None
             after = 0 if readers else self.delivered
@@ -493,11 +502,11 @@ class JournalActor(Actor):
         for sub in joining:
             # The demand goes first: a planner that caught up without it would take "no demand
             # seen yet" for "nothing wanted" and give back what is in use.
-            if demand is not None:
+            if demand is not None and Interest.DEMAND in sub.wants:
                 self._tell(sub.ref, DemandChanged(demand=demand))
             self._tell(sub.ref, CaughtUp(seq=self.delivered))
             self._tell_events(sub, events)
-            if supply is not None:
+            if supply is not None and Interest.SUPPLY in sub.wants:
                 self._tell(sub.ref, SupplyChanged(supply=supply))
         self.subscribers += joining
 

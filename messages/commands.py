@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -33,15 +34,34 @@ class Appended(ActorMessage):
     error: str = ""
 
 
+class Interest(Enum):
+    """What a subscriber wants to be told besides ``CaughtUp`` (which every subscriber gets).
+
+    The planner wants the demand and nothing of the scheduler's hosts; an owner the reverse. Each
+    subscriber names what it acts on, so no actor carries handlers for another's business.
+    """
+
+    #: ``Committed``: the facts of its providers (every fact when it names none).
+    FACTS = "facts"
+    #: ``DemandChanged``: the scheduler's demand.
+    DEMAND = "demand"
+    #: ``SupplyChanged``: the scheduler's view of its hosts.
+    SUPPLY = "supply"
+    #: ``HostEvents``: what the scheduler says of its hosts (an owner hears only of its providers' hosts).
+    HOST_EVENTS = "host_events"
+
+
 class Subscribe(ActorMessage):
-    """Replay every committed fact to ``ref``, then keep it fed (``Committed`` etc.)."""
+    """Replay every committed fact to ``ref``, then keep it fed with what it ``wants``."""
 
     ref: Any
+    #: What it is told of; everything unless it says (``CaughtUp`` comes in any case).
+    wants: frozenset[Interest] = frozenset(Interest)
     #: Only facts of these providers (plus global facts); None for all.
     providers: list[str] | None = None
     #: It reads the journal's shared projection instead: sent no history (``CaughtUp`` comes once
-    #: that projection holds everything before it), then demand and host events and, when it names
-    #: ``providers``, their share of each batch as news (already applied to what it reads).
+    #: that projection holds everything before it), then what it wants and, when it names
+    #: ``providers`` and wants facts, their share of each batch as news (already applied to what it reads).
     shared: bool = False
 
 
@@ -71,6 +91,15 @@ class SupplyChanged(ActorMessage):
 
 class HostEvents(ActorMessage):
     events: list[HostEvent]
+
+
+#: The message each interest is told with: an actor that subscribes to an interest handles its message.
+TOLD: dict[Interest, type[ActorMessage]] = {
+    Interest.FACTS: Committed,
+    Interest.DEMAND: DemandChanged,
+    Interest.SUPPLY: SupplyChanged,
+    Interest.HOST_EVENTS: HostEvents,
+}
 
 
 class Tick(ActorMessage):

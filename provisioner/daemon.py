@@ -162,7 +162,7 @@ class Daemon:
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
                                           refused_events=self.metrics.refused_events,
                                           snapshot=snapshot, shared=shared)
-        self.budget = BudgetActor.start(self.journal, self.cfg.budget, shared, clock=self.clock, policy=self.cfg.policy,
+        self.budget = BudgetActor.start(self.cfg.budget, shared, clock=self.clock, policy=self.cfg.policy,
                                         providers=self.cfg.providers)
         self.leases = LeaseActor.start(
             self.cfg, c, self.journal, self.budget, self.ticker, self.calls_factory, self.home, shared,
