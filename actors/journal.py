@@ -21,7 +21,9 @@ as news to act on; the facts are already in the projection it reads.
 
 Each subscriber is told only what it wants (``Subscribe.wants``): the
 planner the demand, an owner its providers' facts, the supply view and its
-hosts' events. ``CaughtUp`` goes to every subscriber.
+hosts' events. ``CaughtUp`` goes to every subscriber. The scheduler's inputs
+that come with a batch are placed by ``actors.inputs`` once the batch's facts
+are in the shared projection; the journal only tells them on.
 
 A commit the controller refuses (full, locked, unreachable) is answered
 with the error, and what comes next is tried only after a wait that grows
@@ -39,34 +41,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import pykka
 
 from actors.base import Actor, Tells, handles
+from actors.inputs import SchedulerInputs
 from messages.base import Model
-from messages.commands import (
-    ActorMessage,
-    Append,
-    Appended,
-    CaughtUp,
-    Committed,
-    DemandChanged,
-    HostEvents,
-    Interest,
-    Subscribe,
-    SupplyChanged,
-    Unsubscribe,
-)
-from messages.demand import HostEvent, SupplySnapshot
+from messages.commands import ActorMessage, Append, Appended, CaughtUp, Committed, Interest, Subscribe, Unsubscribe
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
 from persistence.port import Changes, Controller
 from persistence.snapshot import Snapshot, SnapshotStore
-from state.host_names import place, place_supply
 from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
@@ -225,13 +213,13 @@ class JournalActor(Actor):
         snapshots: SnapshotStore | None = None,
         snapshot: Snapshot | None = None,
         shared: SharedProjection | None = None,
-        refused_events: Counter[str] | None = None,
+        inputs: SchedulerInputs | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``snapshot``: one the caller already loaded from ``snapshots``, to spare decoding it twice.
 
-        ``refused_events``: counts host events that name no live host (``unknown``) or a name live at
-        several providers (``ambiguous``); the daemon's metrics read it.
+        ``inputs``: places the scheduler's host events and supply views before they are fed (by default
+        against ``shared``, refusals counted nowhere); the daemon's counts its refusals for the metrics.
 
         ``shared``: a projection of every fact that this journal keeps fed, for subscribers that
         subscribe with ``shared=True``; it is applied to before any subscriber is told of a fact.
@@ -251,7 +239,7 @@ class JournalActor(Actor):
         self.joining: list[_Subscriber] = []
         self.replay_queued = False
         self.shared = shared
-        self.refused_events: Counter[str] = refused_events if refused_events is not None else Counter()
+        self.inputs = inputs if inputs is not None else SchedulerInputs(shared)
         #: Timers started and maybe still waiting (cancelled at stop).
         self.timers: list[threading.Timer] = []
         self.monotonic = monotonic
@@ -360,55 +348,13 @@ class JournalActor(Actor):
             if ch.facts[0].seq is not None and ch.facts[0].seq > self.delivered + 1:
                 self._catch_up()  # never leave a gap: read what lies between
             self._deliver([f for f in ch.facts if (f.seq or 0) > self.delivered])
-        events = self._place(ch.host_events, fresh=True)
-        supply = self._place_supply(ch.supply) if ch.supply is not None else None
+        # Placed once the batch's facts are in the shared projection: a host recorded in them is found.
+        inputs = self.inputs.fresh(ch.demand, ch.supply, ch.host_events)
         for sub in list(self.subscribers):
-            if ch.demand is not None and Interest.DEMAND in sub.wants:
-                self._tell(sub.ref, DemandChanged(demand=ch.demand))
-            if supply is not None and Interest.SUPPLY in sub.wants:
-                self._tell(sub.ref, SupplyChanged(supply=supply))
-            self._tell_events(sub, events)
-
-    def _place(self, events: list[HostEvent], fresh: bool) -> list[HostEvent]:
-        """Each event with the provider whose host it is; those that name none, or several, are refused.
-
-        Refusals of ``fresh`` events are logged and counted; on a replay, events of hosts long
-        gone name no live host, and say nothing new.
-        """
-        if not events or self.shared is None:
-            return events
-        with self.shared.reading() as p:
-            found = place(p, events)
-        if fresh:
-            for ev in found.unknown:
-                self.refused_events["unknown"] += 1
-                log.warning("host event %s %s (seq %s) refused: no live host has that name", ev.name, ev.event,
-                            ev.seq)
-            for ev, providers in found.ambiguous:
-                self.refused_events["ambiguous"] += 1
-                log.error("host event %s %s (seq %s) refused: the name is live at providers %s; the scheduler "
-                          "must name the provider", ev.name, ev.event, ev.seq, ", ".join(providers))
-        return found.placed
-
-    def _place_supply(self, view: SupplySnapshot) -> SupplySnapshot:
-        """The scheduler's view with each host's provider named (see ``state.host_names``)."""
-        if self.shared is None:
-            return view
-        with self.shared.reading() as p:
-            placed, ambiguous = place_supply(p, view)
-        for name, providers in ambiguous:
-            log.error("supply view %d: host %s left out: the name is live at providers %s; the scheduler must "
-                      "name the provider", view.seq, name, ", ".join(providers))
-        return placed
-
-    def _tell_events(self, sub: _Subscriber, events: list[HostEvent]) -> None:
-        """An owner hears only of its own providers' hosts."""
-        if Interest.HOST_EVENTS not in sub.wants:
-            return
-        if sub.providers is not None:
-            events = [e for e in events if e.provider is None or e.provider in sub.providers]
-        if events:
-            self._tell(sub.ref, HostEvents(events=events))
+            for told in (inputs.demand_for(sub.wants), inputs.supply_for(sub.wants),
+                         inputs.events_for(sub.wants, sub.providers)):
+                if told is not None:
+                    self._tell(sub.ref, told)
 
     def _catch_up(self) -> None:
         try:
@@ -486,10 +432,7 @@ class JournalActor(Actor):
                     if wanted:
                         self._tell(sub.ref, Committed(facts=wanted, replay=True))
                 after = facts[-1].seq or after
-            demand = self.controller.get_demand()
-            supply = self.controller.get_supply()
-            supply = self._place_supply(supply) if supply is not None else None
-            events = self._place(self.controller.read_host_events(after=0), fresh=False)
+            inputs = self.inputs.current(self.controller)
         except ControllerUnavailable as exc:
             # No CaughtUp on part of the history: a planner that thought it had all of it would
             # order again what is already on its way. Try the whole replay again shortly
@@ -502,12 +445,10 @@ class JournalActor(Actor):
         for sub in joining:
             # The demand goes first: a planner that caught up without it would take "no demand
             # seen yet" for "nothing wanted" and give back what is in use.
-            if demand is not None and Interest.DEMAND in sub.wants:
-                self._tell(sub.ref, DemandChanged(demand=demand))
-            self._tell(sub.ref, CaughtUp(seq=self.delivered))
-            self._tell_events(sub, events)
-            if supply is not None and Interest.SUPPLY in sub.wants:
-                self._tell(sub.ref, SupplyChanged(supply=supply))
+            for told in (inputs.demand_for(sub.wants), CaughtUp(seq=self.delivered),
+                         inputs.events_for(sub.wants, sub.providers), inputs.supply_for(sub.wants)):
+                if told is not None:
+                    self._tell(sub.ref, told)
         self.subscribers += joining
 
     def _retry_replay(self) -> None:
