@@ -85,7 +85,7 @@ class PlannerActor(Actor):
         self.catalog: Catalog | None = None
 
     def on_start(self) -> None:
-        self.journal.tell(Subscribe(ref=self.actor_ref, shared=True, wants=self.WANTS))
+        self.journal.tell(Subscribe(ref=self.actor_ref, wants=self.WANTS))
 
     def on_stop(self) -> None:
         self.journal.tell(Unsubscribe(ref=self.actor_ref))

@@ -136,7 +136,7 @@ class ProviderActor(PooledActor, Actor):
 
     def on_start(self) -> None:
         self.calls = self.calls_factory(self.s.config, self.work_dir, self._done, lambda: not self.revoked.is_set())
-        self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name], shared=True, wants=self.WANTS))
+        self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name], wants=self.WANTS))
         log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
 
     def on_stop(self) -> None:

@@ -41,7 +41,7 @@ class Interest(Enum):
     subscriber names what it acts on, so no actor carries handlers for another's business.
     """
 
-    #: ``Committed``: the facts of its providers (every fact when it names none).
+    #: ``Committed``: news of the facts of its providers (every fact when it names none).
     FACTS = "facts"
     #: ``DemandChanged``: the scheduler's demand.
     DEMAND = "demand"
@@ -52,17 +52,13 @@ class Interest(Enum):
 
 
 class Subscribe(ActorMessage):
-    """Replay every committed fact to ``ref``, then keep it fed with what it ``wants``."""
+    """Tell ``ref`` when the shared projection holds every fact (``CaughtUp``), then what it ``wants``."""
 
     ref: Any
     #: What it is told of; everything unless it says (``CaughtUp`` comes in any case).
     wants: frozenset[Interest] = frozenset(Interest)
-    #: Only facts of these providers (plus global facts); None for all.
+    #: Only facts and host events of these providers (plus global facts); None for all.
     providers: list[str] | None = None
-    #: It reads the journal's shared projection instead: sent no history (``CaughtUp`` comes once
-    #: that projection holds everything before it), then what it wants and, when it names
-    #: ``providers`` and wants facts, their share of each batch as news (already applied to what it reads).
-    shared: bool = False
 
 
 class Unsubscribe(ActorMessage):
@@ -70,13 +66,13 @@ class Unsubscribe(ActorMessage):
 
 
 class Committed(ActorMessage):
+    """News of facts just committed: they are in the journal's shared projection already."""
+
     facts: list[Fact]
-    #: True while a new subscriber is being caught up with history.
-    replay: bool = False
 
 
 class CaughtUp(ActorMessage):
-    """History replay is done; what follows is live."""
+    """The shared projection holds every fact up to ``seq``; what follows is live."""
 
     seq: int
 

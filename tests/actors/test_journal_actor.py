@@ -22,6 +22,7 @@ from messages.commands import (
 from messages.demand import DemandSnapshot, HostEvent, SupplyHost, SupplySnapshot, UnitItem
 from messages.facts import InstanceSeen, RequestPlanned, UsageObserved, make_fact
 from persistence.controller import open_controller
+from state.shared import SharedProjection
 from tests.support.fakes import Inbox
 
 
@@ -30,7 +31,8 @@ def test_a_joining_subscriber_has_the_demand_before_it_is_told_it_caught_up(tmp_
     controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}")
     controller.append([make_fact(UsageObserved(resource="vcs", in_use=1), provider="units")])
     controller.put_demand(DemandSnapshot(items=[UnitItem(id="d", resource="vcs", count=3)]))
-    journal = JournalActor.start(controller)
+    shared = SharedProjection()
+    journal = JournalActor.start(controller, shared=shared)
     try:
         inbox = Inbox()
         journal.tell(Subscribe(ref=inbox))
@@ -38,7 +40,7 @@ def test_a_joining_subscriber_has_the_demand_before_it_is_told_it_caught_up(tmp_
         while not seen or not isinstance(seen[-1], CaughtUp):
             seen.append(inbox.get(object))
         kinds = [type(m) for m in seen]
-        assert Committed in kinds
+        assert shared.seq == 1, "the history is in the shared projection, not sent"
         assert DemandChanged in kinds, "the demand never reached the joining subscriber before CaughtUp"
         demand = next(m for m in seen if isinstance(m, DemandChanged)).demand
         assert [i.id for i in demand.items] == ["d"]
@@ -81,7 +83,6 @@ def test_a_subscriber_is_told_only_what_it_wants(tmp_path):
     """The planner wants the demand, not the scheduler's hosts; an owner the reverse, and only its own hosts."""
     from actors.journal import Feed
     from persistence.port import Changes, Cursor
-    from state.shared import SharedProjection
 
     controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}")
     controller.append([make_fact(RequestPlanned(action="request", supply="hosts", template="t", count=1),
@@ -92,8 +93,8 @@ def test_a_subscriber_is_told_only_what_it_wants(tmp_path):
     journal = JournalActor.start(controller, shared=shared)
     try:
         planner, owner = Inbox(), Inbox()
-        journal.tell(Subscribe(ref=planner, shared=True, wants=PlannerActor.WANTS))
-        journal.tell(Subscribe(ref=owner, providers=["a"], shared=True, wants=ProviderActor.WANTS))
+        journal.tell(Subscribe(ref=planner, wants=PlannerActor.WANTS))
+        journal.tell(Subscribe(ref=owner, providers=["a"], wants=ProviderActor.WANTS))
         planner.get(CaughtUp)
         owner.get(CaughtUp)
         journal.tell(Feed(changes=Changes(
@@ -131,7 +132,7 @@ def test_subscribers_hear_of_a_commit_before_its_hook_and_the_writer_after_it(tm
     def hook(facts, _seconds):
         at_hook.append((not subscriber.q.empty(), writer.q.empty()))
 
-    journal = JournalActor.start(controller, on_commit=hook)
+    journal = JournalActor.start(controller, on_commit=hook, shared=SharedProjection())
     try:
         journal.tell(Subscribe(ref=subscriber))
         subscriber.get(CaughtUp)
@@ -149,7 +150,7 @@ def test_a_commit_is_fed_with_the_facts_another_writer_committed_before_it_in_lo
     url = f"sqlite:///{tmp_path / 'c.db'}"
     controller, other = open_controller(url), open_controller(url)
     subscriber, writer = Inbox(), Inbox()
-    journal = JournalActor.start(controller)
+    journal = JournalActor.start(controller, shared=SharedProjection())
     try:
         journal.tell(Subscribe(ref=subscriber))
         subscriber.get(CaughtUp)
@@ -212,7 +213,7 @@ def test_a_controller_that_refuses_writes_is_tried_after_a_growing_wait_not_at_e
     from tests.support.daemons import wait_until
 
     controller = _Refusing(open_controller(f"sqlite:///{tmp_path / 'c.db'}"))
-    journal = JournalActor.start(controller)
+    journal = JournalActor.start(controller, shared=SharedProjection())
     try:
         writer = _Insistent(journal, [_usage(1)])
         journal.tell(Append(facts=writer.facts, reply_to=writer, tag="w"))
