@@ -57,13 +57,9 @@ class Inputs:
 
 
 class SchedulerInputs:
-    """Places the scheduler's host events and supply views by host name, against the shared projection.
+    """Places the scheduler's host events and supply views by host name, against the shared projection."""
 
-    Without a shared projection (a journal of tests that keeps none) nothing is placed: the
-    inputs go on as the scheduler wrote them.
-    """
-
-    def __init__(self, shared: SharedProjection | None, refused: Counter[str] | None = None) -> None:
+    def __init__(self, shared: SharedProjection, refused: Counter[str] | None = None) -> None:
         """``refused``: counts host events that name no live host (``unknown``) or a name live at several
         providers (``ambiguous``); the daemon's metrics read it."""
         self.shared = shared
@@ -88,7 +84,7 @@ class SchedulerInputs:
 
     def _place(self, events: list[HostEvent], fresh: bool) -> list[HostEvent]:
         """Each event with the provider whose host it is; those that name none, or several, are refused."""
-        if not events or self.shared is None:
+        if not events:
             return events
         with self.shared.reading() as p:
             found = place(p, events)
@@ -105,8 +101,6 @@ class SchedulerInputs:
 
     def _place_supply(self, view: SupplySnapshot) -> SupplySnapshot:
         """The scheduler's view with each host's provider named (see ``state.host_names``)."""
-        if self.shared is None:
-            return view
         with self.shared.reading() as p:
             placed, ambiguous = place_supply(p, view)
         for name, providers in ambiguous:
