@@ -13,9 +13,6 @@ from typing import Any, Callable, Protocol
 
 import pykka
 
-from messages.commands import CaughtUp, Committed
-from state.projection import pause_gc, resume_gc
-
 log = logging.getLogger(__name__)
 
 
@@ -43,16 +40,6 @@ class Actor(pykka.ThreadingActor):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        own_stop = vars(cls).get("on_stop")
-        if own_stop is not None:
-            # An actor stopped mid-replay must not leave the collector paused for the process.
-            def on_stop(self: "Actor", _own: Callable = own_stop) -> None:
-                try:
-                    _own(self)
-                finally:
-                    self._end_replay()
-
-            cls.on_stop = on_stop  # type: ignore[method-assign]
         handlers: dict[type, str] = {}
         for base in reversed(cls.__mro__):
             handlers.update(getattr(base, "_own_handlers", {}))
@@ -65,29 +52,10 @@ class Actor(pykka.ThreadingActor):
         handlers.update(own)
         cls._handlers = handlers
 
-    _replaying = False
-
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Ping):
             return True  # answered after everything queued before it: a barrier
-        # A replay (history, then CaughtUp) builds the projection in one go: no GC scans meanwhile.
-        if isinstance(message, Committed) and message.replay and not self._replaying:
-            self._replaying = True
-            pause_gc()
-        try:
-            return self._dispatch(message)
-        finally:
-            if isinstance(message, CaughtUp) and self._replaying:
-                self._replaying = False
-                resume_gc()
-
-    def on_stop(self) -> None:
-        self._end_replay()
-
-    def _end_replay(self) -> None:
-        if self._replaying:
-            self._replaying = False
-            resume_gc()
+        return self._dispatch(message)
 
     def _dispatch(self, message: Any) -> Any:
         name = self._handlers.get(type(message))

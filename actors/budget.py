@@ -14,19 +14,9 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from actors.base import Actor, Tells, handles
+from actors.base import Actor, handles
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
-from messages.commands import (
-    CaughtUp,
-    DemandChanged,
-    HostEvents,
-    Reconfigure,
-    Review,
-    Reviewed,
-    Subscribe,
-    SupplyChanged,
-    Tick,
-)
+from messages.commands import Reconfigure, Review, Reviewed, Tick
 from policy.rounds import review_orders
 from policy.settings import plan_settings
 from state.shared import SharedProjection
@@ -37,38 +27,21 @@ log = logging.getLogger(__name__)
 class BudgetActor(Actor):
     def __init__(
         self,
-        journal: Tells,
         budget: BudgetConfig,
         shared: SharedProjection,
         clock: Callable[[], float] = time.time,
         policy: PolicyConfig | None = None,
         providers: Sequence[ProviderConfig] = (),
     ) -> None:
-        """``shared``: the journal's projection of every fact, which reviews read."""
+        """``shared``: the journal's projection of every fact, which reviews read.
+
+        It subscribes to nothing: reviews read the shared projection when asked, and the demand, the
+        scheduler's hosts and the facts as news are the planner's and the owners' business.
+        """
         super().__init__()
-        self.journal = journal
         self.clock = clock
         self.settings = plan_settings(policy or PolicyConfig(), budget, providers)
         self.view = shared
-
-    def on_start(self) -> None:
-        self.journal.tell(Subscribe(ref=self.actor_ref, shared=True))
-
-    @handles(CaughtUp)
-    def _caught_up(self, _: CaughtUp) -> None:
-        """Reviews use whatever the projection holds; nothing to start."""
-
-    @handles(DemandChanged)
-    def _demand(self, _: DemandChanged) -> None:
-        """The planner's business."""
-
-    @handles(HostEvents)
-    def _events(self, _: HostEvents) -> None:
-        """The owners' business."""
-
-    @handles(SupplyChanged)
-    def _supply(self, _: SupplyChanged) -> None:
-        """The owners' business."""
 
     @handles(Tick)
     def _tick(self, _: Tick) -> None:

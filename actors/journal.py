@@ -11,23 +11,28 @@ sender's messages in order). The commit hook (metrics, the mark, the audit
 log) runs after the subscribers were told and before the replies. The
 tailer's batches go the same way; facts already delivered are skipped by seq.
 
-With a shared projection (``state.shared``), the journal applies each
-batch to it on its own thread before telling any subscriber, so the planner,
-the budget, the read model and the owners read one copy of every fact.
-Subscribers that read it (``Subscribe(shared=True)``) are sent no history:
-their ``CaughtUp`` comes once it holds everything before. An owner (a shared
-subscriber of some providers) is still told of its share of each later batch,
-as news to act on; the facts are already in the projection it reads.
+The journal keeps one projection of every fact (``state.shared``): it applies
+each batch to it on its own thread before telling any subscriber, so the
+planner, the budget, the read model and the owners read one copy of every
+fact. Subscribers are sent no history: their ``CaughtUp`` comes once that
+projection holds everything before. An owner is still told of its share of
+each later batch, as news to act on; the facts are already in the projection
+it reads.
+
+Each subscriber is told only what it wants (``Subscribe.wants``): the
+planner the demand, an owner its providers' facts, the supply view and its
+hosts' events. ``CaughtUp`` goes to every subscriber. The scheduler's inputs
+that come with a batch are placed by ``actors.inputs`` once the batch's facts
+are in the shared projection; the journal only tells them on.
 
 A commit the controller refuses (full, locked, unreachable) is answered
 with the error, and what comes next is tried only after a wait that grows
 with each failure (``Refusals``): writers send again at once, and a refusing
 controller must not be asked at each of their passes.
 
-A joining subscriber is first sent the latest snapshot (``Restored``), then
-only the facts after it. The journal keeps the decoded snapshot while actors
-join (they start together, or a few at a time as leases are won) and lets it
-go once none has joined for a while; a newer file on disk replaces it.
+At start the shared projection is restored from the latest snapshot, then
+caught up with the facts after it (no collector scans meanwhile); the
+decoded snapshot is let go once it is.
 """
 
 from __future__ import annotations
@@ -35,33 +40,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import pykka
 
 from actors.base import Actor, Tells, handles
+from actors.inputs import SchedulerInputs
 from messages.base import Model
-from messages.commands import (
-    ActorMessage,
-    Append,
-    Appended,
-    CaughtUp,
-    Committed,
-    DemandChanged,
-    HostEvents,
-    Subscribe,
-    SupplyChanged,
-    Unsubscribe,
-)
-from messages.demand import HostEvent, SupplySnapshot
+from messages.commands import Append, Appended, CaughtUp, Committed, Interest, Subscribe, Unsubscribe
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
 from persistence.port import Changes, Controller
 from persistence.snapshot import Snapshot, SnapshotStore
-from state.host_names import place, place_supply
 from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
@@ -73,8 +65,6 @@ log = logging.getLogger(__name__)
 CHUNK = 500
 #: Seconds before a replay that could not read the log is tried again.
 REPLAY_RETRY = 0.5
-#: Seconds a decoded snapshot is kept after the last subscriber restored from it.
-KEEP_SNAPSHOT = 30.0
 #: Seconds between tries while the controller refuses writes (full, locked, unreachable): the wait after
 #: each failed commit, doubling to the last. Under the REST API's 10 s wait for an operator's write.
 WRITE_RETRY = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -131,52 +121,17 @@ class _Replay(Model):
     pass
 
 
-class _Forget(Model):
-    used: float
-
-
 class Feed(Model):
     changes: Changes
-
-
-class Restored(ActorMessage):
-    """The state a subscriber starts from: a snapshot's share for it. The facts after it follow."""
-
-    snapshot: Any
-
-
-class _SharedFeed:
-    """The subscriber that feeds the shared projection, on the journal's own thread.
-
-    It answers ``tell`` like an actor reference, so the journal replays to it
-    and keeps it fed along with its actors, but it acts at once. Joined first,
-    it is told first: the projection holds a batch before any actor hears of it.
-    """
-
-    def __init__(self, shared: SharedProjection) -> None:
-        self.shared = shared
-
-    def __repr__(self) -> str:
-        return "the shared projection"
-
-    def tell(self, msg: Any) -> None:
-        try:
-            if isinstance(msg, Committed):
-                self.shared.apply_all(msg.facts, replay=msg.replay)
-            elif isinstance(msg, Restored):
-                self.shared.restore(msg.snapshot)
-            elif isinstance(msg, CaughtUp):
-                self.shared.replayed(msg.seq)
-        except Exception:  # the actors after it must still hear of the batch
-            log.exception("journal: the shared projection failed to take %s", type(msg).__name__)
 
 
 @dataclass
 class _Subscriber:
     ref: Tells
+    #: Of each batch, the share of these providers (every fact for None), as news, when it wants facts.
     providers: frozenset[str] | None
-    #: It reads the shared projection: sent no history; of later batches only its providers' share, as news.
-    shared: bool = False
+    #: What it is told of besides ``CaughtUp``.
+    wants: frozenset[Interest] = frozenset(Interest)
 
 
 class _Shares:
@@ -217,23 +172,22 @@ class JournalActor(Actor):
         max_batch: int = 2_000,
         snapshots: SnapshotStore | None = None,
         snapshot: Snapshot | None = None,
-        shared: SharedProjection | None = None,
-        refused_events: Counter[str] | None = None,
+        shared: SharedProjection,
+        inputs: SchedulerInputs | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``snapshot``: one the caller already loaded from ``snapshots``, to spare decoding it twice.
 
-        ``refused_events``: counts host events that name no live host (``unknown``) or a name live at
-        several providers (``ambiguous``); the daemon's metrics read it.
+        ``inputs``: places the scheduler's host events and supply views before they are fed (by default
+        against ``shared``, refusals counted nowhere); the daemon's counts its refusals for the metrics.
 
-        ``shared``: a projection of every fact that this journal keeps fed, for subscribers that
-        subscribe with ``shared=True``; it is applied to before any subscriber is told of a fact.
+        ``shared``: the projection of every fact that this journal keeps fed and every subscriber
+        reads; it is applied to before any subscriber is told of a fact.
         """
         super().__init__()
         self.controller = controller
         self.snapshots = snapshots
         self.snapshot = snapshot
-        self.snapshot_used = time.monotonic()
         self.on_commit = on_commit
         self.max_batch = max_batch
         self.pending: list[Append] = []
@@ -244,7 +198,9 @@ class JournalActor(Actor):
         self.joining: list[_Subscriber] = []
         self.replay_queued = False
         self.shared = shared
-        self.refused_events: Counter[str] = refused_events if refused_events is not None else Counter()
+        #: The shared projection holds every fact up to ``delivered``: built at the first replay.
+        self.built = False
+        self.inputs = inputs if inputs is not None else SchedulerInputs(shared)
         #: Timers started and maybe still waiting (cancelled at stop).
         self.timers: list[threading.Timer] = []
         self.monotonic = monotonic
@@ -252,8 +208,7 @@ class JournalActor(Actor):
 
     def on_start(self) -> None:
         self.delivered = self.controller.last_seq()
-        if self.shared is not None:
-            self._join(_Subscriber(ref=_SharedFeed(self.shared), providers=None))
+        self._queue_replay()  # builds the shared projection, before any subscriber joined
 
     # --- writing -----------------------------------------------------------------
 
@@ -353,53 +308,13 @@ class JournalActor(Actor):
             if ch.facts[0].seq is not None and ch.facts[0].seq > self.delivered + 1:
                 self._catch_up()  # never leave a gap: read what lies between
             self._deliver([f for f in ch.facts if (f.seq or 0) > self.delivered])
-        events = self._place(ch.host_events, fresh=True)
-        supply = self._place_supply(ch.supply) if ch.supply is not None else None
+        # Placed once the batch's facts are in the shared projection: a host recorded in them is found.
+        inputs = self.inputs.fresh(ch.demand, ch.supply, ch.host_events)
         for sub in list(self.subscribers):
-            if ch.demand is not None:
-                self._tell(sub.ref, DemandChanged(demand=ch.demand))
-            if supply is not None:
-                self._tell(sub.ref, SupplyChanged(supply=supply))
-            self._tell_events(sub, events)
-
-    def _place(self, events: list[HostEvent], fresh: bool) -> list[HostEvent]:
-        """Each event with the provider whose host it is; those that name none, or several, are refused.
-
-        Refusals of ``fresh`` events are logged and counted; on a replay, events of hosts long
-        gone name no live host, and say nothing new.
-        """
-        if not events or self.shared is None:
-            return events
-        with self.shared.reading() as p:
-            found = place(p, events)
-        if fresh:
-            for ev in found.unknown:
-                self.refused_events["unknown"] += 1
-                log.warning("host event %s %s (seq %s) refused: no live host has that name", ev.name, ev.event,
-                            ev.seq)
-            for ev, providers in found.ambiguous:
-                self.refused_events["ambiguous"] += 1
-                log.error("host event %s %s (seq %s) refused: the name is live at providers %s; the scheduler "
-                          "must name the provider", ev.name, ev.event, ev.seq, ", ".join(providers))
-        return found.placed
-
-    def _place_supply(self, view: SupplySnapshot) -> SupplySnapshot:
-        """The scheduler's view with each host's provider named (see ``state.host_names``)."""
-        if self.shared is None:
-            return view
-        with self.shared.reading() as p:
-            placed, ambiguous = place_supply(p, view)
-        for name, providers in ambiguous:
-            log.error("supply view %d: host %s left out: the name is live at providers %s; the scheduler must "
-                      "name the provider", view.seq, name, ", ".join(providers))
-        return placed
-
-    def _tell_events(self, sub: _Subscriber, events: list[HostEvent]) -> None:
-        """An owner hears only of its own providers' hosts."""
-        if sub.providers is not None:
-            events = [e for e in events if e.provider is None or e.provider in sub.providers]
-        if events:
-            self._tell(sub.ref, HostEvents(events=events))
+            for told in (inputs.demand_for(sub.wants), inputs.supply_for(sub.wants),
+                         inputs.events_for(sub.wants, sub.providers)):
+                if told is not None:
+                    self._tell(sub.ref, told)
 
     def _catch_up(self) -> None:
         try:
@@ -417,13 +332,21 @@ class JournalActor(Actor):
         if not facts:
             return
         self.delivered = max(self.delivered, facts[-1].seq or 0)
+        if self.built:  # until then the first replay reads these from the log, after the snapshot
+            self._apply(facts)
         shares = _Shares(facts)
         for sub in list(self.subscribers):
-            if sub.shared and sub.providers is None:
-                continue  # it reads every fact from the shared projection, on its own schedule
+            if Interest.FACTS not in sub.wants:
+                continue
             wanted = shares.of(sub.providers)
             if wanted:
                 self._tell(sub.ref, Committed(facts=wanted))
+
+    def _apply(self, facts: list[Fact], replay: bool = False) -> None:
+        try:
+            self.shared.apply_all(facts, replay=replay)
+        except Exception:  # the subscribers must still hear of the batch
+            log.exception("journal: the shared projection failed to take %d facts", len(facts))
 
     def _tell(self, ref: Any, msg: Any) -> None:
         """Tell, forgetting a subscriber that stopped without unsubscribing."""
@@ -436,55 +359,32 @@ class JournalActor(Actor):
 
     @handles(Subscribe)
     def _subscribe(self, msg: Subscribe) -> None:
-        if msg.shared and self.shared is None:
-            log.error("journal: %s wants the shared projection, which this journal does not keep", msg.ref)
-            return
         providers = frozenset(msg.providers) if msg.providers is not None else None
-        self._join(_Subscriber(ref=msg.ref, providers=providers, shared=msg.shared))
+        self.joining.append(_Subscriber(ref=msg.ref, providers=providers, wants=msg.wants))
+        self._queue_replay()
 
-    def _join(self, sub: _Subscriber) -> None:
-        self.joining.append(sub)
+    def _queue_replay(self) -> None:
         if not self.replay_queued:
             self.replay_queued = True
             self.actor_ref.tell(_Replay())
 
     @handles(_Replay)
     def _replay(self, _: _Replay) -> None:
-        """Catch up every subscriber that joined since the last replay, reading the log once for all.
+        """Build the shared projection the first time, then tell every subscriber that joined it is caught up.
 
-        Actors start together (at boot, or when leases are won), so one pass
-        serves them all instead of one pass each.
+        Actors start together (at boot, or when leases are won): one pass serves them all.
         """
         self.replay_queued = False
         joining, self.joining = self.joining, []
         self._catch_up()
-        # Subscribers that read the shared projection need no history of their own.
-        readers = [sub for sub in joining if not sub.shared]
         try:
-            snapshot = self._snapshot() if readers else None
-            after = 0 if readers else self.delivered
-            if snapshot is not None:
-                after = snapshot.seq
-                for sub in readers:
-                    self._tell(sub.ref, Restored(snapshot=snapshot.part(sub.providers)))
-            while after < self.delivered:
-                facts = [f for f in self.controller.read(after=after, limit=CHUNK) if (f.seq or 0) <= self.delivered]
-                if not facts:
-                    break
-                shares = _Shares(facts)
-                for sub in readers:
-                    wanted = shares.of(sub.providers)
-                    if wanted:
-                        self._tell(sub.ref, Committed(facts=wanted, replay=True))
-                after = facts[-1].seq or after
-            demand = self.controller.get_demand()
-            supply = self.controller.get_supply()
-            supply = self._place_supply(supply) if supply is not None else None
-            events = self._place(self.controller.read_host_events(after=0), fresh=False)
+            if not self.built:
+                self._build()
+            inputs = self.inputs.current(self.controller)
         except ControllerUnavailable as exc:
             # No CaughtUp on part of the history: a planner that thought it had all of it would
-            # order again what is already on its way. Try the whole replay again shortly
-            # (facts already sent are skipped by seq).
+            # order again what is already on its way. Try again shortly (facts already applied are
+            # skipped by seq).
             log.error("journal: replay for %d subscribers failed, retrying: %s", len(joining), exc)
             self.joining = joining + self.joining
             self.replay_queued = True
@@ -493,26 +393,43 @@ class JournalActor(Actor):
         for sub in joining:
             # The demand goes first: a planner that caught up without it would take "no demand
             # seen yet" for "nothing wanted" and give back what is in use.
-            if demand is not None:
-                self._tell(sub.ref, DemandChanged(demand=demand))
-            self._tell(sub.ref, CaughtUp(seq=self.delivered))
-            self._tell_events(sub, events)
-            if supply is not None:
-                self._tell(sub.ref, SupplyChanged(supply=supply))
+            for told in (inputs.demand_for(sub.wants), CaughtUp(seq=self.delivered),
+                         inputs.events_for(sub.wants, sub.providers), inputs.supply_for(sub.wants)):
+                if told is not None:
+                    self._tell(sub.ref, told)
         self.subscribers += joining
+
+    def _build(self) -> None:
+        """The shared projection from the latest snapshot, then the log after it up to ``delivered``."""
+        snapshot = self._snapshot()
+        # Facts the projection holds are skipped by seq: reading from what it holds reads them once.
+        after = self.shared.seq
+        if snapshot is not None:
+            try:
+                self.shared.restore(snapshot)  # refused when the projection holds more already
+                after = max(after, snapshot.seq)
+            except Exception:  # the log replays what the snapshot would have given
+                log.exception("journal: the shared projection failed to take the snapshot")
+        while after < self.delivered:
+            facts = [f for f in self.controller.read(after=after, limit=CHUNK) if (f.seq or 0) <= self.delivered]
+            if not facts:
+                break
+            self._apply(facts, replay=True)
+            after = facts[-1].seq or after
+        self.shared.replayed(self.delivered)
+        self.built = True
+        self.snapshot = None  # decoded records the projection no longer needs
 
     def _retry_replay(self) -> None:
         if self.actor_ref.is_alive():
             self.actor_ref.tell(_Replay())
 
     def _snapshot(self) -> Snapshot | None:
-        """The latest trustworthy snapshot: the one in memory, unless a newer one was written since."""
+        """The latest trustworthy snapshot: the one given, unless a newer one was written since."""
         if self.snapshots is None:
-            return None
+            return self.snapshot
         if self.snapshot is None or self.snapshots.seq() > self.snapshot.seq:
             self.snapshot = self.snapshots.load(self.controller)
-        self.snapshot_used = time.monotonic()
-        self._later(KEEP_SNAPSHOT, self._tell_forget, self.snapshot_used)
         return self.snapshot
 
     def _later(self, seconds: float, fn: Callable[..., None], *args: Any) -> None:
@@ -527,15 +444,6 @@ class JournalActor(Actor):
         # A waiting timer holds the journal, and with it the shared projection, long after a stop.
         for timer in self.timers:
             timer.cancel()
-
-    def _tell_forget(self, used: float) -> None:
-        if self.actor_ref.is_alive():
-            self.actor_ref.tell(_Forget(used=used))
-
-    @handles(_Forget)
-    def _forget(self, msg: _Forget) -> None:
-        if msg.used == self.snapshot_used:
-            self.snapshot = None
 
     def replaying(self) -> bool:
         """True while some subscriber still waits for its replay (asked through a proxy)."""

@@ -23,13 +23,12 @@ from messages.commands import (
     Appended,
     CaughtUp,
     DemandChanged,
-    HostEvents,
+    Interest,
     LeaseRevoked,
     Reconfigure,
     Review,
     Reviewed,
     Subscribe,
-    SupplyChanged,
     Tick,
     Unsubscribe,
 )
@@ -44,6 +43,10 @@ log = logging.getLogger(__name__)
 
 
 class PlannerActor(Actor):
+    #: The demand only: owners turn host events and supply views into facts, which the planner reads in
+    #: the shared projection.
+    WANTS = frozenset({Interest.DEMAND})
+
     def __init__(
         self,
         lease: Lease,
@@ -82,7 +85,7 @@ class PlannerActor(Actor):
         self.catalog: Catalog | None = None
 
     def on_start(self) -> None:
-        self.journal.tell(Subscribe(ref=self.actor_ref, shared=True))
+        self.journal.tell(Subscribe(ref=self.actor_ref, wants=self.WANTS))
 
     def on_stop(self) -> None:
         self.journal.tell(Unsubscribe(ref=self.actor_ref))
@@ -104,14 +107,6 @@ class PlannerActor(Actor):
             self.demand = msg.demand
             log.info("planner: demand %d with %d items", msg.demand.seq, len(msg.demand.items))
             self._plan(self.clock())
-
-    @handles(HostEvents)
-    def _host_events(self, _: HostEvents) -> None:
-        """Owners turn host events into facts; the planner sees those."""
-
-    @handles(SupplyChanged)
-    def _supply(self, _: SupplyChanged) -> None:
-        """Owners correct their hosts by the scheduler's view; the planner sees the facts they write."""
 
     @handles(Reconfigure)
     def _reconfigure(self, msg: Reconfigure) -> None:

@@ -33,8 +33,8 @@ from messages.commands import (
     Appended,
     CaughtUp,
     Committed,
-    DemandChanged,
     HostEvents,
+    Interest,
     LeaseRevoked,
     Reconfigure,
     Subscribe,
@@ -67,6 +67,9 @@ CallsFactory = Callable[[ProviderConfig, Path, OnDone, Callable[[], bool]], Prov
 
 class ProviderActor(PooledActor, Actor):
     """The owner of one provider; a thousand of them take turns on a few threads (``actors.pooled``)."""
+
+    #: Its provider's facts as news, and what the scheduler says of hosts; the demand is the planner's.
+    WANTS = frozenset({Interest.FACTS, Interest.SUPPLY, Interest.HOST_EVENTS})
 
     def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Tells, lease_actor: Tells,
                  policy: PolicyConfig, resources: list[ResourceConfig], work_dir: Path, calls_factory: CallsFactory,
@@ -133,7 +136,7 @@ class ProviderActor(PooledActor, Actor):
 
     def on_start(self) -> None:
         self.calls = self.calls_factory(self.s.config, self.work_dir, self._done, lambda: not self.revoked.is_set())
-        self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name], shared=True))
+        self.journal.tell(Subscribe(ref=self.actor_ref, providers=[self.name], wants=self.WANTS))
         log.info("provider %s: acting under fence %d", self.name, self.lease.fence)
 
     def on_stop(self) -> None:
@@ -180,10 +183,6 @@ class ProviderActor(PooledActor, Actor):
     def _scan_turn(self, _: ScanTurn) -> None:
         if self.first_scan.told():
             self._reconcile(self.clock())
-
-    @handles(DemandChanged)
-    def _demand(self, _: DemandChanged) -> None:
-        """Demand is the planner's business."""
 
     @handles(Tick)
     def _tick(self, msg: Tick) -> None:

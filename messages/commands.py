@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -33,16 +34,31 @@ class Appended(ActorMessage):
     error: str = ""
 
 
+class Interest(Enum):
+    """What a subscriber wants to be told besides ``CaughtUp`` (which every subscriber gets).
+
+    The planner wants the demand and nothing of the scheduler's hosts; an owner the reverse. Each
+    subscriber names what it acts on, so no actor carries handlers for another's business.
+    """
+
+    #: ``Committed``: news of the facts of its providers (every fact when it names none).
+    FACTS = "facts"
+    #: ``DemandChanged``: the scheduler's demand.
+    DEMAND = "demand"
+    #: ``SupplyChanged``: the scheduler's view of its hosts.
+    SUPPLY = "supply"
+    #: ``HostEvents``: what the scheduler says of its hosts (an owner hears only of its providers' hosts).
+    HOST_EVENTS = "host_events"
+
+
 class Subscribe(ActorMessage):
-    """Replay every committed fact to ``ref``, then keep it fed (``Committed`` etc.)."""
+    """Tell ``ref`` when the shared projection holds every fact (``CaughtUp``), then what it ``wants``."""
 
     ref: Any
-    #: Only facts of these providers (plus global facts); None for all.
+    #: What it is told of; everything unless it says (``CaughtUp`` comes in any case).
+    wants: frozenset[Interest] = frozenset(Interest)
+    #: Only facts and host events of these providers (plus global facts); None for all.
     providers: list[str] | None = None
-    #: It reads the journal's shared projection instead: sent no history (``CaughtUp`` comes once
-    #: that projection holds everything before it), then demand and host events and, when it names
-    #: ``providers``, their share of each batch as news (already applied to what it reads).
-    shared: bool = False
 
 
 class Unsubscribe(ActorMessage):
@@ -50,13 +66,13 @@ class Unsubscribe(ActorMessage):
 
 
 class Committed(ActorMessage):
+    """News of facts just committed: they are in the journal's shared projection already."""
+
     facts: list[Fact]
-    #: True while a new subscriber is being caught up with history.
-    replay: bool = False
 
 
 class CaughtUp(ActorMessage):
-    """History replay is done; what follows is live."""
+    """The shared projection holds every fact up to ``seq``; what follows is live."""
 
     seq: int
 
@@ -71,6 +87,15 @@ class SupplyChanged(ActorMessage):
 
 class HostEvents(ActorMessage):
     events: list[HostEvent]
+
+
+#: The message each interest is told with: an actor that subscribes to an interest handles its message.
+TOLD: dict[Interest, type[ActorMessage]] = {
+    Interest.FACTS: Committed,
+    Interest.DEMAND: DemandChanged,
+    Interest.SUPPLY: SupplyChanged,
+    Interest.HOST_EVENTS: HostEvents,
+}
 
 
 class Tick(ActorMessage):

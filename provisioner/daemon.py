@@ -35,6 +35,7 @@ from typing import Any
 from actors.answers import Kept, KeptAnswers
 from actors.budget import BudgetActor
 from actors.clock import SteadyClock
+from actors.inputs import SchedulerInputs
 from actors.journal import Feed, JournalActor
 from actors.lease import LeaseActor
 from actors.provider import CallsFactory
@@ -160,9 +161,9 @@ class Daemon:
         shared = self.shared
         self.marks.start()
         self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
-                                          refused_events=self.metrics.refused_events,
+                                          inputs=SchedulerInputs(shared, refused=self.metrics.refused_events),
                                           snapshot=snapshot, shared=shared)
-        self.budget = BudgetActor.start(self.journal, self.cfg.budget, shared, clock=self.clock, policy=self.cfg.policy,
+        self.budget = BudgetActor.start(self.cfg.budget, shared, clock=self.clock, policy=self.cfg.policy,
                                         providers=self.cfg.providers)
         self.leases = LeaseActor.start(
             self.cfg, c, self.journal, self.budget, self.ticker, self.calls_factory, self.home, shared,

@@ -28,8 +28,7 @@ def review():
     refs = []
 
     def run(budget: BudgetConfig, orders):
-        journal = Inbox()
-        ref = BudgetActor.start(journal, budget, shared_of(_facts()))
+        ref = BudgetActor.start(budget, shared_of(_facts()))
         refs.append(ref)
         reply = Inbox()
         ref.tell(Review(orders=orders, reply_to=reply))
@@ -80,8 +79,8 @@ def test_spend_this_period_stops_new_orders_once_reached():
     facts = [f.model_copy(update={"seq": i + 1}) for i, f in enumerate(rows)]
     budget = BudgetConfig.model_validate({"max_spend": {"amount": 5.0, "per": "month"}})
     for hours, expected in ((2.0, [10]), (3.0, [])):  # 4.0 spent, then 6.0
-        journal, reply = Inbox(), Inbox()
-        ref = BudgetActor.start(journal, budget, shared_of(facts), clock=lambda h=hours: t0 + h * 3600)
+        reply = Inbox()
+        ref = BudgetActor.start(budget, shared_of(facts), clock=lambda h=hours: t0 + h * 3600)
         try:
             ref.tell(Review(orders=[("p", ORDER)], reply_to=reply))
             out = reply.get(Reviewed)

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from actors.budget import BudgetActor
 from actors.journal import JournalActor
 from actors.planner import PlannerActor
 from actors.provider import ProviderActor
-from messages.commands import Append, Appended, CaughtUp, Committed, DemandChanged, HostEvents, Subscribe, SupplyChanged
-from messages.demand import DemandSnapshot, UnitItem
-from messages.facts import UsageObserved, make_fact
+from messages.commands import (
+    TOLD,
+    Append,
+    Appended,
+    CaughtUp,
+    Committed,
+    DemandChanged,
+    HostEvents,
+    Interest,
+    Subscribe,
+    SupplyChanged,
+)
+from messages.demand import DemandSnapshot, HostEvent, SupplyHost, SupplySnapshot, UnitItem
+from messages.facts import InstanceSeen, RequestPlanned, UsageObserved, make_fact
 from persistence.controller import open_controller
+from state.shared import SharedProjection
 from tests.support.fakes import Inbox
 
 
@@ -20,7 +31,8 @@ def test_a_joining_subscriber_has_the_demand_before_it_is_told_it_caught_up(tmp_
     controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}")
     controller.append([make_fact(UsageObserved(resource="vcs", in_use=1), provider="units")])
     controller.put_demand(DemandSnapshot(items=[UnitItem(id="d", resource="vcs", count=3)]))
-    journal = JournalActor.start(controller)
+    shared = SharedProjection()
+    journal = JournalActor.start(controller, shared=shared)
     try:
         inbox = Inbox()
         journal.tell(Subscribe(ref=inbox))
@@ -28,7 +40,7 @@ def test_a_joining_subscriber_has_the_demand_before_it_is_told_it_caught_up(tmp_
         while not seen or not isinstance(seen[-1], CaughtUp):
             seen.append(inbox.get(object))
         kinds = [type(m) for m in seen]
-        assert Committed in kinds
+        assert shared.seq == 1, "the history is in the shared projection, not sent"
         assert DemandChanged in kinds, "the demand never reached the joining subscriber before CaughtUp"
         demand = next(m for m in seen if isinstance(m, DemandChanged)).demand
         assert [i.id for i in demand.items] == ["d"]
@@ -57,15 +69,54 @@ def test_each_subscriber_gets_its_providers_facts_and_the_common_ones_in_log_ord
     assert _Shares(only_a).of(frozenset({"b"})) == []
 
 
-@pytest.mark.parametrize("actor", [PlannerActor, BudgetActor, ProviderActor], ids=lambda cls: cls.__name__)
-def test_every_subscriber_takes_what_the_journal_tells_them_all(actor):
-    """The journal tells every subscriber of the demand, the scheduler's supply view and host events.
+@pytest.mark.parametrize("actor", [PlannerActor, ProviderActor], ids=lambda cls: cls.__name__)
+def test_every_subscriber_handles_what_it_wants_and_nothing_it_does_not(actor):
+    """An actor is told only what it subscribed to, so it handles each of those and keeps no empty handler
+    for another's business (a message it has no handler for is logged and dropped)."""
+    told = {TOLD[i] for i in actor.WANTS}
+    assert told <= set(actor._handlers)
+    assert not {TOLD[i] for i in Interest if i not in actor.WANTS} & set(actor._handlers)
+    assert CaughtUp in actor._handlers
 
-    An actor without a handler for one of them logs a warning and drops it, and a
-    scheduler sends its supply view every scheduling session: each actor says what
-    it does with each, if only that it is another's business.
-    """
-    assert {CaughtUp, DemandChanged, SupplyChanged, HostEvents} <= set(actor._handlers)
+
+def test_a_subscriber_is_told_only_what_it_wants(tmp_path):
+    """The planner wants the demand, not the scheduler's hosts; an owner the reverse, and only its own hosts."""
+    from actors.journal import Feed
+    from persistence.port import Changes, Cursor
+
+    controller = open_controller(f"sqlite:///{tmp_path / 'c.db'}")
+    controller.append([make_fact(RequestPlanned(action="request", supply="hosts", template="t", count=1),
+                                 provider="a", fact_id="r"),
+                       make_fact(InstanceSeen(machine_id="m1", name="node-1", request_id="r", state="running"),
+                                 provider="a")])
+    shared = SharedProjection()
+    journal = JournalActor.start(controller, shared=shared)
+    try:
+        planner, owner = Inbox(), Inbox()
+        journal.tell(Subscribe(ref=planner, wants=PlannerActor.WANTS))
+        journal.tell(Subscribe(ref=owner, providers=["a"], wants=ProviderActor.WANTS))
+        planner.get(CaughtUp)
+        owner.get(CaughtUp)
+        journal.tell(Feed(changes=Changes(
+            cursor=Cursor(), demand=DemandSnapshot(seq=1, items=[UnitItem(id="d", resource="vcs", count=3)]),
+            supply=SupplySnapshot(seq=1, hosts=[SupplyHost(name="node-1", state="idle")], time=1.0),
+            host_events=[HostEvent(seq=1, name="node-1", event="joined", time=1.0)])))
+        writer = Inbox()
+        journal.tell(Append(facts=[make_fact(UsageObserved(resource="vcs", in_use=1), provider="a")],
+                            reply_to=writer))
+        writer.get(Appended)  # after the subscribers were told of the commit
+        assert [type(m) for m in _drain(planner)] == [DemandChanged]
+        assert [type(m) for m in _drain(owner)] == [SupplyChanged, HostEvents, Committed]
+    finally:
+        journal.stop()
+        controller.close()
+
+
+def _drain(inbox: Inbox) -> list:
+    out = []
+    while not inbox.q.empty():
+        out.append(inbox.q.get_nowait())
+    return out
 
 
 def _usage(n: int):
@@ -81,7 +132,7 @@ def test_subscribers_hear_of_a_commit_before_its_hook_and_the_writer_after_it(tm
     def hook(facts, _seconds):
         at_hook.append((not subscriber.q.empty(), writer.q.empty()))
 
-    journal = JournalActor.start(controller, on_commit=hook)
+    journal = JournalActor.start(controller, on_commit=hook, shared=SharedProjection())
     try:
         journal.tell(Subscribe(ref=subscriber))
         subscriber.get(CaughtUp)
@@ -99,7 +150,7 @@ def test_a_commit_is_fed_with_the_facts_another_writer_committed_before_it_in_lo
     url = f"sqlite:///{tmp_path / 'c.db'}"
     controller, other = open_controller(url), open_controller(url)
     subscriber, writer = Inbox(), Inbox()
-    journal = JournalActor.start(controller)
+    journal = JournalActor.start(controller, shared=SharedProjection())
     try:
         journal.tell(Subscribe(ref=subscriber))
         subscriber.get(CaughtUp)
@@ -162,7 +213,7 @@ def test_a_controller_that_refuses_writes_is_tried_after_a_growing_wait_not_at_e
     from tests.support.daemons import wait_until
 
     controller = _Refusing(open_controller(f"sqlite:///{tmp_path / 'c.db'}"))
-    journal = JournalActor.start(controller)
+    journal = JournalActor.start(controller, shared=SharedProjection())
     try:
         writer = _Insistent(journal, [_usage(1)])
         journal.tell(Append(facts=writer.facts, reply_to=writer, tag="w"))

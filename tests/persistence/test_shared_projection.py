@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from actors.base import Ping
 from actors.journal import JournalActor
-from messages.commands import Append, CaughtUp, Committed, Subscribe
+from messages.commands import Append, CaughtUp, Committed, Interest, Subscribe
 from messages.facts import UsageObserved, make_fact
 from persistence.controller import open_controller
 from state.shared import SharedProjection
@@ -61,7 +61,7 @@ def test_a_subscriber_of_the_shared_projection_gets_no_facts_and_caught_up_once_
     journal = JournalActor.start(controller, shared=shared)
     try:
         inbox = Inbox()
-        journal.tell(Subscribe(ref=inbox, shared=True))
+        journal.tell(Subscribe(ref=inbox))
         seen = []
         while not seen or not isinstance(seen[-1], CaughtUp):
             seen.append(inbox.get(object))
@@ -81,8 +81,8 @@ def test_an_owner_of_the_shared_projection_gets_no_history_then_its_share_of_eac
     journal = JournalActor.start(controller, shared=shared)
     try:
         owner, planner = Inbox(), Inbox()
-        journal.tell(Subscribe(ref=owner, providers=["a"], shared=True))
-        journal.tell(Subscribe(ref=planner, shared=True))
+        journal.tell(Subscribe(ref=owner, providers=["a"]))
+        journal.tell(Subscribe(ref=planner, wants=frozenset({Interest.DEMAND})))
         assert owner.get(CaughtUp).seq == 1 and planner.get(CaughtUp).seq == 1
         journal.tell(Append(facts=[make_fact(UsageObserved(resource="vcs", in_use=2), provider="b"),
                                    make_fact(UsageObserved(resource="vcs", in_use=3), provider="a")]))

@@ -1,4 +1,4 @@
-"""Snapshots in the daemon: the journal starts subscribers from one, the read model writes them."""
+"""Snapshots in the daemon: the journal starts the shared projection from one, the read model writes them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from actors.base import Ping
-from actors.journal import JournalActor, Restored
+from actors.journal import JournalActor
 from config.models import Config
 from messages.commands import CaughtUp, Committed, Subscribe
 from persistence.controller import open_controller
@@ -18,6 +18,7 @@ from persistence.snapshot import SnapshotStore
 from provisioner.daemon import Daemon
 from provisioner.readmodel import ReadModel
 from provisioner.snapshotter import Snapshotter
+from state.shared import SharedProjection
 from tests.support.facts import state
 from tests.support.fakes import Inbox
 from tests.support.snapshots import varied_log
@@ -45,28 +46,41 @@ def _feed(inbox: Inbox) -> list:
     return seen
 
 
-def test_the_journal_starts_a_subscriber_from_the_snapshot_then_sends_only_the_facts_after_it(tmp_path, controller):
+class _Reads:
+    """The controller, noting where each read of the log began (but the one-fact reads that check a
+    snapshot's last fact is still in the log)."""
+
+    def __init__(self, controller) -> None:
+        self.controller = controller
+        self.after: list[int] = []
+
+    def read(self, after: int = 0, limit: int = 10_000):
+        if limit > 1:
+            self.after.append(after)
+        return self.controller.read(after=after, limit=limit)
+
+    def __getattr__(self, name):
+        return getattr(self.controller, name)
+
+
+def test_the_journal_starts_the_shared_projection_from_the_snapshot_then_reads_only_the_facts_after_it(
+        tmp_path, controller):
     store = SnapshotStore(tmp_path / "x.snapshot")
     ReadModel(controller, store).write_snapshot()
     at = store.seq()
     _append_rest(controller)
-    journal = JournalActor.start(controller, snapshots=store)
+    reads, shared = _Reads(controller), SharedProjection()
+    journal = JournalActor.start(reads, snapshots=store, shared=shared)
     try:
         inbox, own = Inbox(), Inbox()
         journal.tell(Subscribe(ref=inbox))
         journal.tell(Subscribe(ref=own, providers=["a"]))
-        seen = _feed(inbox)
-        assert isinstance(seen[0], Restored) and seen[0].snapshot.seq == at
-        replayed = [f for m in seen if isinstance(m, Committed) for f in m.facts]
-        assert replayed and min(f.seq for f in replayed) == at + 1, "nothing the snapshot holds is sent again"
-        p = seen[0].snapshot.projection()
-        p.apply_all(replayed)
-        assert state(p) == state(replay(controller))
-
-        mine = _feed(own)
-        p = mine[0].snapshot.projection()
-        assert p.instances and {i.provider for i in p.instances.values()} == {"a"}
-        assert all(f.provider in ("", "a") for m in mine if isinstance(m, Committed) for f in m.facts)
+        seen, mine = _feed(inbox), _feed(own)
+        assert not any(isinstance(m, Committed) for m in seen + mine), "subscribers read the shared projection"
+        assert min(reads.after) == at, "nothing the snapshot holds is read again"
+        with shared.reading() as p:
+            assert state(p) == state(replay(controller))
+        assert journal.proxy().snapshot.get() is None, "the decoded snapshot is let go once the projection holds it"
     finally:
         journal.stop()
 
@@ -74,13 +88,15 @@ def test_the_journal_starts_a_subscriber_from_the_snapshot_then_sends_only_the_f
 def test_without_a_usable_snapshot_the_journal_replays_everything(tmp_path, controller):
     store = SnapshotStore(tmp_path / "x.snapshot")
     store.path.write_bytes(b"not a snapshot")
-    journal = JournalActor.start(controller, snapshots=store)
+    reads, shared = _Reads(controller), SharedProjection()
+    journal = JournalActor.start(reads, snapshots=store, shared=shared)
     try:
         inbox = Inbox()
         journal.tell(Subscribe(ref=inbox))
-        seen = _feed(inbox)
-        assert not any(isinstance(m, Restored) for m in seen)
-        assert min(f.seq for m in seen if isinstance(m, Committed) for f in m.facts) == 1
+        _feed(inbox)
+        assert min(reads.after) == 0
+        with shared.reading() as p:
+            assert state(p) == state(replay(controller))
     finally:
         journal.stop()
 
@@ -137,18 +153,3 @@ def test_a_daemon_writes_a_snapshot_at_stop_and_its_successor_starts_from_it(tmp
     finally:
         daemon.stop()
     assert "loaded seq" in caplog.text
-
-
-def test_a_stopped_journal_leaves_no_timer_holding_it_and_its_snapshot(tmp_path, controller):
-    store = SnapshotStore(tmp_path / "x.snapshot")
-    ReadModel(controller, store).write_snapshot()
-    journal = JournalActor.start(controller, snapshots=store)
-    inbox = Inbox()
-    journal.tell(Subscribe(ref=inbox))
-    _feed(inbox)
-    timers = journal.proxy().timers.get()
-    assert timers and all(t.is_alive() for t in timers), "the decoded snapshot is kept a while for joiners"
-    journal.stop()
-    for t in timers:
-        t.join(timeout=5)
-        assert not t.is_alive(), "cancelled at stop, not left to hold the journal for KEEP_SNAPSHOT seconds"
