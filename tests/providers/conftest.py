@@ -113,11 +113,27 @@ def tools() -> SimpleNamespace:
 
 
 @pytest.fixture
-def make_runner(tmp_path: Path, results: Results) -> Iterator[Callable[..., ScriptRunner]]:
+def memory(tmp_path: Path) -> Path:
+    """A folder standing in for ``/dev/shm`` in the runners of ``make_runner``: this test's alone."""
+    root = tmp_path / "memory"
+    root.mkdir(mode=0o755)
+    return root
+
+
+@pytest.fixture
+def inputs(memory: Path) -> Path:
+    """Where the runners of ``make_runner`` write their input files: the daemon user's folder in ``memory``."""
+    return memory / f"provisioner-{os.geteuid()}"
+
+
+@pytest.fixture
+def make_runner(tmp_path: Path, results: Results, memory: Path) -> Iterator[Callable[..., ScriptRunner]]:
     runners: list[ScriptRunner] = []
 
-    def make(path: Path, *, home: Path | None = None, grace: float = 0.2, **kw: Any) -> ScriptRunner:
-        runner = ScriptRunner(provider(path, **kw), tmp_path / "work", results, home, kill_grace=grace)
+    def make(path: Path, *, home: Path | None = None, grace: float = 0.2, memory: Path | None = memory,
+             **kw: Any) -> ScriptRunner:
+        runner = ScriptRunner(provider(path, **kw), tmp_path / "work", results, home, kill_grace=grace,
+                              memory=memory)
         runners.append(runner)
         return runner
 

@@ -17,7 +17,7 @@ from messages.scripts import Accepted
 OK_JSON = """echo '{"requestId": "r-1", "message": "fine"}'"""
 
 
-def test_ok_run_returns_parsed_output_and_tag_on_a_runner_thread(script, make_runner, results, tmp_path):
+def test_ok_run_returns_parsed_output_and_tag_on_a_runner_thread(script, make_runner, results, inputs):
     path = script(
         f"""#!/bin/sh
 [ "$1" = request ] && [ "$2" = -f ] || exit 3
@@ -41,7 +41,7 @@ echo "token=$PROVISIONER_TOKEN" >&2
     assert mode == "600"
     assert json.loads(doc) == {"token": "tok-1", "template": "T1", "count": 2, "tags": {}}
     assert token_line == "token=tok-1"
-    assert list((tmp_path / "work" / "in").iterdir()) == []
+    assert list(inputs.iterdir()) == []
 
 
 def test_garbage_stdout_is_bad_output(script, make_runner, results):
@@ -510,7 +510,7 @@ def test_a_started_program_holds_its_pipes_only_as_stdin_stdout_and_stderr(stdin
     assert {fd: link for fd, link in held.items() if link in ours} == {n: link for link, n in ours.items()}
 
 
-def test_input_files_of_runs_at_once_are_each_their_own(script, make_runner, results, tmp_path):
+def test_input_files_of_runs_at_once_are_each_their_own(script, make_runner, results, tmp_path, inputs):
     names = tmp_path / "names"
     # Each run notes its input file, then waits for all four to be running before it answers.
     body = f"""#!/bin/sh
@@ -524,7 +524,7 @@ echo '{{"requests": []}}'
     done = results.wait(4)
     assert [r.outcome for r in done] == ["ok"] * 4, [r.reason for r in done]
     assert len(set(names.read_text().split())) == 4
-    assert list(Path(tmp_path / "work" / "in").iterdir()) == []
+    assert list(inputs.iterdir()) == []
 
 
 def test_bad_interpreter_is_a_spawn_error(script, make_runner, results):
@@ -575,24 +575,90 @@ def test_a_failing_callback_does_not_stop_the_runner(script, tmp_path, tools):
         runner.stop()
 
 
-def test_input_files_are_private_and_removed(script, make_runner, results, tmp_path):
-    runner = make_runner(script("#!/bin/sh\nls -l \"$(dirname \"$3\")\" >&2\necho '{\"requests\": []}'\n"))
+#: A script that says where its input file is, the file's mode and its folder's, then answers.
+WHERE = """#!/bin/sh
+echo "$3" >&2
+stat -c %a "$3" "$(dirname "$3")" >&2
+echo '{"requests": []}'
+"""
+
+
+def _where(result) -> tuple[Path, str, str]:
+    """The input file a run of ``WHERE`` was given, its mode and its folder's."""
+    path, mode, folder_mode = result.stderr_tail.split()
+    return Path(path), mode, folder_mode
+
+
+def test_input_files_are_in_memory_private_and_removed(script, make_runner, results, tmp_path, memory, inputs):
+    runner = make_runner(script(WHERE))
     runner.submit("reclaims", {"machines": [{"name": "h1"}]})
     [result] = results.wait(1)
     assert result.outcome == "ok", result.reason
-    assert "-rw------- " in result.stderr_tail
-    assert list(Path(tmp_path / "work" / "in").iterdir()) == []
+    path, mode, folder_mode = _where(result)
+    assert (path.parent, mode, folder_mode) == (inputs, "600", "700")
+    assert not path.exists() and list(inputs.iterdir()) == []
+    assert not (tmp_path / "work" / "in").exists(), "nothing of the run on the disk"
 
 
-def test_input_folder_removed_between_runs_is_made_again(script, make_runner, results, tmp_path):
-    runner = make_runner(script("#!/bin/sh\necho '{\"requests\": []}'\n"))
+def test_a_runner_keeps_input_files_in_dev_shm_where_the_machine_has_one(script, results, tmp_path, tools):
+    from providers.inputs import memory_folder
+    from providers.runner import ScriptRunner
+
+    runner = ScriptRunner(tools.provider(script(WHERE)), tmp_path / "work", results)
+    try:
+        runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+        [result] = results.wait(1)
+    finally:
+        runner.stop()
+    assert result.outcome == "ok", result.reason
+    path, mode, _ = _where(result)
+    assert str(path.parent) == (memory_folder(Path("/dev/shm")) or str(tmp_path / "work" / "in"))
+    assert mode == "600" and not path.exists()
+
+
+def _symlink(root: Path, folder: Path) -> None:
+    (root / "elsewhere").mkdir(mode=0o700)
+    folder.symlink_to(root / "elsewhere")
+
+
+@pytest.mark.parametrize("spoil, warning", [
+    (lambda root, folder: root.rmdir(), None),
+    (lambda root, folder: folder.write_text(""), "it is not a folder"),
+    (_symlink, "it is not a folder"),
+    (lambda root, folder: folder.mkdir(mode=0o755), "its mode is 0755: other users may enter it"),
+    (lambda root, folder: root.chmod(0o777), "may be written by other users and is not sticky"),
+], ids=["no memory file system", "a file in its place", "a link in its place", "open to others", "open parent"])
+def test_without_a_memory_folder_to_trust_input_files_stay_in_the_work_folder(
+        script, make_runner, results, tmp_path, memory, inputs, caplog, spoil, warning):
+    spoil(memory, inputs)
+    runner = make_runner(script(WHERE))
+    runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+    runner.submit("reclaims", {"machines": [{"name": "h2"}]})
+    first, second = results.wait(2)
+    assert (first.outcome, second.outcome) == ("ok", "ok"), (first.reason, second.reason)
+    for result in (first, second):
+        path, mode, folder_mode = _where(result)
+        assert (path.parent, mode, folder_mode) == (tmp_path / "work" / "in", "600", "700")
+        assert not path.exists()
+    said = [r.getMessage() for r in caplog.records if "script input files stay" in r.getMessage()]
+    if warning is None:
+        assert said == [], "a machine without one is no news"
+    else:
+        [line] = said  # once, not at every run
+        assert warning in line and str(inputs) in line
+
+
+@pytest.mark.parametrize("where", ["memory", "disk"])
+def test_input_folder_removed_between_runs_is_made_again(script, make_runner, results, tmp_path, inputs, where):
+    runner = make_runner(script(WHERE), memory=None if where == "disk" else inputs.parent)
+    folder = inputs if where == "memory" else tmp_path / "work" / "in"
     runner.submit("reclaims", {"machines": [{"name": "h1"}]})
     [first] = results.wait(1)
-    folder = tmp_path / "work" / "in"
     folder.rmdir()
     runner.submit("reclaims", {"machines": [{"name": "h1"}]})
     _, second = results.wait(2)
     assert (first.outcome, second.outcome) == ("ok", "ok"), second.reason
+    assert _where(second)[0].parent == folder
     assert folder.stat().st_mode & 0o777 == 0o700
     assert list(folder.iterdir()) == []
 
