@@ -109,7 +109,8 @@ def provider(
 
 @pytest.fixture
 def tools() -> SimpleNamespace:
-    return SimpleNamespace(data=data, provider=provider, group_members=group_members, alive=alive, settle=settle)
+    return SimpleNamespace(data=data, provider=provider, group_members=group_members, alive=alive, settle=settle,
+                           left=left)
 
 
 @pytest.fixture
@@ -122,8 +123,14 @@ def memory(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def inputs(memory: Path) -> Path:
-    """Where the runners of ``make_runner`` write their input files: the daemon user's folder in ``memory``."""
+    """Where the runners of ``make_runner`` write their input files: the daemon user's folder in ``memory``
+    (each process writes in a folder of its own in there)."""
     return memory / f"provisioner-{os.geteuid()}"
+
+
+def left(folder: Path) -> list[Path]:
+    """The input files left in ``folder`` and the folders in it (the processes' locks aside)."""
+    return sorted(p for p in folder.rglob("*") if not p.is_dir() and p.name != ".lock") if folder.exists() else []
 
 
 @pytest.fixture
