@@ -36,6 +36,7 @@ from config.models import ProviderConfig
 from messages.scripts import Action, Outcome, ScriptResult
 from providers.contract import V2_ACTIONS, ContractError, build_argv, build_input, decode_stdout, parse_output
 from providers.environment import EnvFileError, Scrubber, data_dir, log_dir, read_env_file, script_env, unmasked_warning
+from providers.inputs import MEMORY, memory_folder
 from providers.output import cleaned
 from providers.pool import ScriptPool
 from providers.spawning import close_pipe, read_ready, reap_exited, spawn
@@ -136,7 +137,10 @@ class ScriptRunner:
     ``home`` is the scripts' HOME (default: the daemon's). ``kill_grace`` is
     how long a timed-out script has between SIGTERM and SIGKILL, and how long
     output is still drained after a script exited while something it left
-    behind (outside its process group) holds its pipes.
+    behind (outside its process group) holds its pipes. ``memory`` is the
+    memory file system that holds the runs' input files where it can
+    (``providers.inputs``); None, or where it cannot, they go to the work
+    folder's ``in/``.
     """
 
     def __init__(
@@ -149,12 +153,16 @@ class ScriptRunner:
         kill_grace: float = 2.0,
         idle_exit: float = 30.0,
         pool: ScriptPool | None = None,
+        memory: Path | None = MEMORY,
     ) -> None:
         self.provider = provider
         self.work_dir = Path(work_dir)
-        self._in_dir = str(self.work_dir / "in")
-        #: Input file names: this runner's random stem and a count, so a run costs no random bytes.
-        self._stem = os.urandom(4).hex()
+        self._memory = memory
+        #: The folder of the input files: chosen at the first run, and again when it has gone.
+        self._in_dir: str | None = None
+        #: Input file names: this runner's random stem and a count, so a run costs no random bytes. The
+        #: memory folder is shared by the runners of every daemon of the user: 64 bits keep names apart.
+        self._stem = os.urandom(8).hex()
         self._count = itertools.count()  # next() on it is atomic under the GIL
         #: A v2 script's program, checked (``build_argv``) only when it fails to start: the exec is the check.
         self._program = str(Path(provider.script.path)) if provider.script.style == "v2" else None
@@ -342,14 +350,15 @@ class ScriptRunner:
                 pass
 
     def _write_input(self, job: _Job, document: dict[str, Any]) -> str:
-        """The run's input file, readable by the daemon's user only. Its folder is made when a file
-        cannot be made for want of it (the first run, or after someone removed it), not at every run."""
+        """The run's input file, readable by the daemon's user only. Its folder is chosen (and made) at
+        the first run and when a file cannot be made for want of it (someone removed it), not at every run."""
         label = _SAFE_TOKEN.sub("_", job.token)[:80] if job.token else "run"
-        path = f"{self._in_dir}/{job.action}-{label}-{self._stem}{next(self._count):x}.json"
+        name = f"{job.action}-{label}-{self._stem}{next(self._count):x}.json"
+        path = f"{self._in_dir or self._input_folder()}/{name}"
         try:
             fd = os.open(path, _NEW_FILE, 0o600)
         except FileNotFoundError:
-            Path(self._in_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = f"{self._input_folder(make=True)}/{name}"
             fd = os.open(path, _NEW_FILE, 0o600)
         try:
             data = memoryview(orjson.dumps(document))
@@ -361,6 +370,16 @@ class ScriptRunner:
             raise
         os.close(fd)
         return path
+
+    def _input_folder(self, make: bool = False) -> str:
+        """The memory folder where it can be used, else the work folder's ``in/`` (made when ``make``)."""
+        folder = memory_folder(self._memory) if self._memory is not None else None
+        if folder is None:
+            folder = str(self.work_dir / "in")
+            if make:
+                Path(folder).mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._in_dir = folder
+        return folder
 
     def _run(self, job: _Job, input_path: str, secrets: dict[str, str], scrub: Scrubber) -> ScriptResult:
         cfg = self.provider

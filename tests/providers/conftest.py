@@ -109,15 +109,38 @@ def provider(
 
 @pytest.fixture
 def tools() -> SimpleNamespace:
-    return SimpleNamespace(data=data, provider=provider, group_members=group_members, alive=alive, settle=settle)
+    return SimpleNamespace(data=data, provider=provider, group_members=group_members, alive=alive, settle=settle,
+                           left=left)
 
 
 @pytest.fixture
-def make_runner(tmp_path: Path, results: Results) -> Iterator[Callable[..., ScriptRunner]]:
+def memory(tmp_path: Path) -> Path:
+    """A folder standing in for ``/dev/shm`` in the runners of ``make_runner``: this test's alone."""
+    root = tmp_path / "memory"
+    root.mkdir(mode=0o755)
+    return root
+
+
+@pytest.fixture
+def inputs(memory: Path) -> Path:
+    """Where the runners of ``make_runner`` write their input files: the daemon user's folder in ``memory``
+    (each process writes in a folder of its own in there)."""
+    return memory / f"provisioner-{os.geteuid()}"
+
+
+def left(folder: Path) -> list[Path]:
+    """The input files left in ``folder`` and the folders in it (the processes' locks aside)."""
+    return sorted(p for p in folder.rglob("*") if not p.is_dir() and p.name != ".lock") if folder.exists() else []
+
+
+@pytest.fixture
+def make_runner(tmp_path: Path, results: Results, memory: Path) -> Iterator[Callable[..., ScriptRunner]]:
     runners: list[ScriptRunner] = []
 
-    def make(path: Path, *, home: Path | None = None, grace: float = 0.2, **kw: Any) -> ScriptRunner:
-        runner = ScriptRunner(provider(path, **kw), tmp_path / "work", results, home, kill_grace=grace)
+    def make(path: Path, *, home: Path | None = None, grace: float = 0.2, memory: Path | None = memory,
+             **kw: Any) -> ScriptRunner:
+        runner = ScriptRunner(provider(path, **kw), tmp_path / "work", results, home, kill_grace=grace,
+                              memory=memory)
         runners.append(runner)
         return runner
 

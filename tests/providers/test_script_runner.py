@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,10 +16,12 @@ import pytest
 
 from messages.scripts import Accepted
 
+#: The repository, where a Python process finds the daemon's packages.
+ROOT = Path(__file__).resolve().parents[2]
 OK_JSON = """echo '{"requestId": "r-1", "message": "fine"}'"""
 
 
-def test_ok_run_returns_parsed_output_and_tag_on_a_runner_thread(script, make_runner, results, tmp_path):
+def test_ok_run_returns_parsed_output_and_tag_on_a_runner_thread(script, make_runner, results, inputs, tools):
     path = script(
         f"""#!/bin/sh
 [ "$1" = request ] && [ "$2" = -f ] || exit 3
@@ -41,7 +45,7 @@ echo "token=$PROVISIONER_TOKEN" >&2
     assert mode == "600"
     assert json.loads(doc) == {"token": "tok-1", "template": "T1", "count": 2, "tags": {}}
     assert token_line == "token=tok-1"
-    assert list((tmp_path / "work" / "in").iterdir()) == []
+    assert tools.left(inputs) == []
 
 
 def test_garbage_stdout_is_bad_output(script, make_runner, results):
@@ -510,7 +514,7 @@ def test_a_started_program_holds_its_pipes_only_as_stdin_stdout_and_stderr(stdin
     assert {fd: link for fd, link in held.items() if link in ours} == {n: link for link, n in ours.items()}
 
 
-def test_input_files_of_runs_at_once_are_each_their_own(script, make_runner, results, tmp_path):
+def test_input_files_of_runs_at_once_are_each_their_own(script, make_runner, results, tmp_path, inputs, tools):
     names = tmp_path / "names"
     # Each run notes its input file, then waits for all four to be running before it answers.
     body = f"""#!/bin/sh
@@ -524,7 +528,7 @@ echo '{{"requests": []}}'
     done = results.wait(4)
     assert [r.outcome for r in done] == ["ok"] * 4, [r.reason for r in done]
     assert len(set(names.read_text().split())) == 4
-    assert list(Path(tmp_path / "work" / "in").iterdir()) == []
+    assert tools.left(inputs) == []
 
 
 def test_bad_interpreter_is_a_spawn_error(script, make_runner, results):
@@ -575,26 +579,139 @@ def test_a_failing_callback_does_not_stop_the_runner(script, tmp_path, tools):
         runner.stop()
 
 
-def test_input_files_are_private_and_removed(script, make_runner, results, tmp_path):
-    runner = make_runner(script("#!/bin/sh\nls -l \"$(dirname \"$3\")\" >&2\necho '{\"requests\": []}'\n"))
+#: A script that says where its input file is, the file's mode and its folder's, then answers.
+WHERE = """#!/bin/sh
+echo "$3" >&2
+stat -c %a "$3" "$(dirname "$3")" >&2
+echo '{"requests": []}'
+"""
+
+
+def _where(result) -> tuple[Path, str, str]:
+    """The input file a run of ``WHERE`` was given, its mode and its folder's."""
+    path, mode, folder_mode = result.stderr_tail.split()
+    return Path(path), mode, folder_mode
+
+
+def test_input_files_are_in_memory_private_and_removed(script, make_runner, results, tmp_path, inputs, tools):
+    runner = make_runner(script(WHERE))
     runner.submit("reclaims", {"machines": [{"name": "h1"}]})
     [result] = results.wait(1)
     assert result.outcome == "ok", result.reason
-    assert "-rw------- " in result.stderr_tail
-    assert list(Path(tmp_path / "work" / "in").iterdir()) == []
+    path, mode, folder_mode = _where(result)
+    assert path.parent.parent == inputs and path.parent.name.startswith(f"{os.getpid()}-"), "this process's folder"
+    assert (mode, folder_mode, inputs.stat().st_mode & 0o777) == ("600", "700", 0o700)
+    assert not path.exists() and tools.left(inputs) == []
+    assert not (tmp_path / "work" / "in").exists(), "nothing of the run on the disk"
 
 
-def test_input_folder_removed_between_runs_is_made_again(script, make_runner, results, tmp_path):
-    runner = make_runner(script("#!/bin/sh\necho '{\"requests\": []}'\n"))
+def test_a_runner_keeps_input_files_in_dev_shm_where_the_machine_has_one(script, results, tmp_path, tools):
+    from providers.inputs import memory_folder
+    from providers.runner import ScriptRunner
+
+    runner = ScriptRunner(tools.provider(script(WHERE)), tmp_path / "work", results)
+    try:
+        runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+        [result] = results.wait(1)
+    finally:
+        runner.stop()
+    assert result.outcome == "ok", result.reason
+    path, mode, _ = _where(result)
+    assert str(path.parent) == (memory_folder(Path("/dev/shm")) or str(tmp_path / "work" / "in"))
+    assert mode == "600" and not path.exists()
+
+
+def _symlink(root: Path, folder: Path) -> None:
+    (root / "elsewhere").mkdir(mode=0o700)
+    folder.symlink_to(root / "elsewhere")
+
+
+@pytest.mark.parametrize("spoil, warning", [
+    (lambda root, folder: root.rmdir(), None),
+    (lambda root, folder: folder.write_text(""), "it is not a folder"),
+    (_symlink, "it is not a folder"),
+    (lambda root, folder: folder.mkdir(mode=0o755), "its mode is 0755: other users may enter it"),
+    (lambda root, folder: root.chmod(0o777), "may be written by other users and is not sticky"),
+], ids=["no memory file system", "a file in its place", "a link in its place", "open to others", "open parent"])
+def test_without_a_memory_folder_to_trust_input_files_stay_in_the_work_folder(
+        script, make_runner, results, tmp_path, memory, inputs, caplog, spoil, warning):
+    spoil(memory, inputs)
+    runner = make_runner(script(WHERE))
+    runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+    runner.submit("reclaims", {"machines": [{"name": "h2"}]})
+    first, second = results.wait(2)
+    assert (first.outcome, second.outcome) == ("ok", "ok"), (first.reason, second.reason)
+    for result in (first, second):
+        path, mode, folder_mode = _where(result)
+        assert (path.parent, mode, folder_mode) == (tmp_path / "work" / "in", "600", "700")
+        assert not path.exists()
+    said = [r.getMessage() for r in caplog.records if "script input files stay" in r.getMessage()]
+    if warning is None:
+        assert said == [], "a machine without one is no news"
+    else:
+        [line] = said  # once, not at every run
+        assert warning in line and str(inputs) in line
+
+
+@pytest.mark.parametrize("where", ["memory", "disk"])
+def test_input_folder_removed_between_runs_is_made_again(script, make_runner, results, tmp_path, inputs, tools,
+                                                         where):
+    runner = make_runner(script(WHERE), memory=None if where == "disk" else inputs.parent)
+    folder = inputs if where == "memory" else tmp_path / "work" / "in"
     runner.submit("reclaims", {"machines": [{"name": "h1"}]})
     [first] = results.wait(1)
-    folder = tmp_path / "work" / "in"
-    folder.rmdir()
+    shutil.rmtree(folder)
     runner.submit("reclaims", {"machines": [{"name": "h1"}]})
     _, second = results.wait(2)
     assert (first.outcome, second.outcome) == ("ok", "ok"), second.reason
-    assert folder.stat().st_mode & 0o777 == 0o700
-    assert list(folder.iterdir()) == []
+    made = _where(second)[0].parent
+    assert (made.parent if where == "memory" else made) == folder
+    assert folder.stat().st_mode & 0o777 == 0o700 and made.stat().st_mode & 0o777 == 0o700
+    assert tools.left(folder) == []
+
+
+#: A process that takes its folder for input files under ``argv[1]`` and then, as ``argv[2]`` says, leaves a
+#: file in it and is killed (``dies``) or waits for its stdin to close (``lives``), or ends (``ends``).
+OTHER_PROCESS = """
+import os, sys
+from providers.inputs import memory_folder
+folder = memory_folder(sys.argv[1])
+if sys.argv[2] != "ends":
+    open(os.path.join(folder, "left.json"), "w").write("{}")
+print(folder, flush=True)
+if sys.argv[2] == "dies":
+    os.kill(os.getpid(), 9)
+if sys.argv[2] == "lives":
+    sys.stdin.read()
+"""
+
+
+def test_the_first_run_of_a_process_removes_the_input_folders_of_ended_processes(
+        script, make_runner, results, memory, inputs):
+    def other(fate: str) -> tuple[subprocess.Popen, Path]:
+        proc = subprocess.Popen([sys.executable, "-c", OTHER_PROCESS, str(memory), fate], cwd=ROOT,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        return proc, Path(proc.stdout.readline().strip())
+
+    living, kept = other("lives")
+    killed, gone = other("dies")  # after: its first run would remove the folder of one killed before it
+    try:
+        killed.communicate(timeout=10)
+        assert killed.returncode == -signal.SIGKILL
+        assert (gone / "left.json").exists() and (kept / "left.json").exists()
+        runner = make_runner(script(WHERE))
+        runner.submit("reclaims", {"machines": [{"name": "h1"}]})
+        [result] = results.wait(1)
+        assert result.outcome == "ok", result.reason
+        assert not gone.exists(), "the killed process's folder went, with the file it left"
+        assert (kept / "left.json").exists(), "a living process's folder is its own"
+        assert sorted(p for p in inputs.iterdir() if p.is_dir()) == sorted([kept, _where(result)[0].parent])
+    finally:
+        living.communicate("", timeout=10)
+    assert living.returncode == 0
+    ended, mine = other("ends")
+    ended.communicate(timeout=10)
+    assert ended.returncode == 0 and not mine.exists(), "a process that ends cleanly takes its folder with it"
 
 
 def test_threads_start_for_work_and_end_when_idle(script, results, tmp_path, tools):
