@@ -9,6 +9,10 @@ before anything else starts so a taken port fails at once.
 
 The journal's commit hook feeds the audit log and the commit-time metric;
 script results pass the metrics on their way back to the provider actors.
+What is not starting or stopping lives elsewhere: a reload in
+``provisioner.reloading`` (the daemon only registers which parts hear of a
+new config), the way from REST threads into the journal in
+``provisioner.journal_bridge``.
 
 Before anything starts, the controller is checked against what this daemon
 saw committed on it (``provisioner.resetguard``): one that lost those facts
@@ -23,7 +27,6 @@ runs, and a last one after the actors have stopped.
 from __future__ import annotations
 
 import logging
-import queue
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -41,12 +44,10 @@ from actors.lease import LeaseActor
 from actors.provider import CallsFactory
 from actors.pumps import Tailer, Ticker
 from actors.script_calls import ScriptCalls
-from config.load import load_config
-from config.located import ConfigError
 from config.models import Config, ProviderConfig
-from messages.commands import Append, Appended, Reconfigure
+from messages.commands import Reconfigure
 from messages.errors import ControllerUnavailable
-from messages.facts import Fact, ProviderReconfigured, make_fact
+from messages.facts import Fact
 from owner.calls import OnDone
 from persistence.controller import open_controller, patiently
 from persistence.port import Controller, Cursor
@@ -60,11 +61,13 @@ from provisioner.apiserver import ApiServer
 from provisioner.audit import AuditLog, audited
 from provisioner.auditor import Auditor
 from provisioner.auth import load_tokens
+from provisioner.journal_bridge import JournalBridge
 from provisioner.memory import give_back_freed
 from provisioner.metrics import Metrics
-from provisioner.operations import CommitFailed, Operations
+from provisioner.operations import Operations
 from provisioner.readmodel import ReadModel
-from provisioner.reload import plan_reload
+from provisioner.reload import ReloadPlan
+from provisioner.reloading import Reloader
 from provisioner.resetguard import ControllerReset, Mark, MarkKeeper, accept, check, refusal
 from provisioner.snapshotter import Snapshotter
 from state.shared import SharedProjection
@@ -94,10 +97,13 @@ class Daemon:
         ``config_file``: where ``cfg`` was read from, read again by ``reload`` (SIGHUP, ``POST /v1/reload``).
         ``listen``: where the API serves instead of ``api.listen`` (``run --listen``); the config is left as
         it is, so a reload does not take it for a change of ``api``."""
-        self.cfg = cfg
         self.listen = listen
         self.config_file = config_file
-        self._reloading = threading.Lock()
+        #: How REST handlers and a reload commit facts: through the journal, once it runs.
+        self.bridge = JournalBridge(lambda: self.journal)
+        #: The config in force, and reloads of it (``provisioner.reloading``); each part hears of a new one.
+        self.reloader = Reloader(cfg, config_file, self.bridge, running=lambda: self.started)
+        self.reloader.on_config(self._tell_actors)
         #: Set by SIGHUP (``stop_signals``): ``run_until`` reloads on its own thread, not in the handler.
         self.reload_asked = threading.Event()
         self.ops: Operations | None = None
@@ -135,6 +141,23 @@ class Daemon:
         self.leases: Any = None
         self.tailer: Tailer | None = None
         self._stopped = threading.Event()
+        self.reloader.on_config(lambda new, _plan: self.metrics.reconfigure(new))
+        self.reloader.on_config(lambda new, _plan: setattr(self.ticker, "period", self._tick_period(new)))
+
+    @property
+    def cfg(self) -> Config:
+        """The config in force: the one given, or the last a reload took."""
+        return self.reloader.config
+
+    def reload(self) -> dict[str, Any]:
+        """Read the config file again and run on it (``provisioner.reloading``)."""
+        return self.reloader.reload()
+
+    def _tell_actors(self, cfg: Config, plan: ReloadPlan) -> None:
+        if self.started:
+            message = Reconfigure(config=cfg, restart=frozenset(plan.restart))
+            self.budget.tell(message)
+            self.leases.tell(message)
 
     def start(self, stopping: threading.Event | None = None) -> Daemon:
         """Start every part; with ``stopping``, wait for an unreachable controller until it is set.
@@ -211,11 +234,12 @@ class Daemon:
         api = self.cfg.api
         tokens = load_tokens(api.tokens) if api.tokens else None
         billing = plan_settings(self.cfg.policy, self.cfg.budget, self.cfg.providers).billing_units
-        ops = self.ops = Operations(self.read_model, self.controller, self._commit, self.audit, self.clock, billing,
-                                    refused_events=self.metrics.refused_events,
+        ops = self.ops = Operations(self.read_model, self.controller, self.bridge.commit, self.audit, self.clock,
+                                    billing, refused_events=self.metrics.refused_events,
                                     max_demand_items=self.cfg.policy.max_demand_items)
+        self.reloader.on_config(lambda new, _plan: ops.reconfigure(new))
         app = create_app(ops, tokens, self.metrics, ready=lambda: None if self.started else "starting",
-                         max_body=api.max_body, reload=self.reload)
+                         max_body=api.max_body, reload=self.reloader.reload)
         setting = ("--listen", self.listen) if self.listen else ("api.listen", api.listen)
         return ApiServer(app, setting[1], loopback_only=tokens is None, tls=api.tls, setting=setting[0])
 
@@ -258,88 +282,6 @@ class Daemon:
             except ControllerUnavailable as exc:
                 log.warning("audit: cannot read the controller; the auditor catches up later: %s", exc)
 
-    def _commit(self, facts: list[Fact]) -> list[Fact]:
-        reply = self.write(facts)
-        if reply.error:
-            raise CommitFailed(reply.error)
-        if reply.refused:
-            raise CommitFailed("; ".join(reason for _, _, reason in reply.refused))
-        return facts
-
-    def write(self, facts: list[Fact], timeout: float = 10.0) -> Appended:
-        """Commit facts through the journal from a thread that is not an actor (REST handlers).
-
-        Operators' requests are unfenced facts (``lease == ""``) that the owner
-        of the provider carries out; this waits for the commit, bounded.
-        """
-        replies: queue.Queue[Appended] = queue.Queue()
-
-        class _Reply:
-            def tell(self, msg: Appended) -> None:
-                replies.put(msg)
-
-        self.journal.tell(Append(facts=facts, reply_to=_Reply(), tag="external"))
-        try:
-            return replies.get(timeout=timeout)
-        except queue.Empty:
-            return Appended(tag="external", error=f"no answer from the journal within {timeout:.0f}s")
-
-    def reload(self) -> dict[str, Any]:
-        """Read the config file again and run on it (``provisioner/reload.py``); an invalid one changes nothing.
-
-        Returns what happened: ``ok``, the ``changes``, what needs a restart, or the ``errors`` that kept
-        the old config. Actors get their new settings by message.
-        """
-        with self._reloading:
-            if self.config_file is None:
-                return self._reloaded(False, errors=["this daemon runs the built-in demo: there is no config file "
-                                                     "to read again"])
-            try:
-                new = load_config(self.config_file)
-            except ConfigError as exc:
-                return self._reloaded(False, errors=[str(i) for i in exc.issues] or [str(exc)])
-            except (OSError, ValueError) as exc:
-                return self._reloaded(False, errors=[f"{self.config_file}: {exc}"])
-            plan = plan_reload(self.cfg, new)
-            self.cfg = cfg = plan.config
-            if self.started:
-                self._reconfigured(plan.reconfigured)
-                message = Reconfigure(config=cfg, restart=frozenset(plan.restart))
-                self.budget.tell(message)
-                self.leases.tell(message)
-            self.metrics.reconfigure(cfg)
-            self.ticker.period = self._tick_period(cfg)
-            if self.ops is not None:
-                self.ops.billing_units = plan_settings(cfg.policy, cfg.budget, cfg.providers).billing_units
-                self.ops.max_demand_items = cfg.policy.max_demand_items
-            return self._reloaded(True, changes=plan.changes, restart_needed=plan.restart_needed)
-
-    def _reconfigured(self, changed: dict[str, list[str]]) -> None:
-        """Record that a reload changed what these providers' calls run with, before their fresh owners start:
-        their cooldowns end there (``provider_reconfigured``, an operator's act: unfenced). Not recorded
-        (the controller out of reach), they keep them until they run out, and the log says so."""
-        if not changed:
-            return
-        facts = [make_fact(ProviderReconfigured(changed=parts), provider=name)  # type: ignore[arg-type]
-                 for name, parts in sorted(changed.items())]
-        reply = self.write(facts)
-        why = reply.error or "; ".join(reason for _, _, reason in reply.refused)
-        if why:
-            log.warning("reload: provider_reconfigured not recorded for %s, their cooldowns stay until they run "
-                        "out (provisioner provider resume ends them): %s", ", ".join(sorted(changed)), why)
-
-    def _reloaded(self, ok: bool, changes: list[str] | None = None, restart_needed: list[str] | None = None,
-                  errors: list[str] | None = None) -> dict[str, Any]:
-        result = {"ok": ok, "config": str(self.config_file) if self.config_file else None,
-                  "changes": changes or [], "restart_needed": restart_needed or [], "errors": errors or []}
-        if not ok:
-            log.error("reload: config not reloaded, the running one stays: %s", "; ".join(result["errors"]))
-            return result
-        log.info("reload: %s read again: %s", self.config_file, "; ".join(result["changes"]) or "nothing changed")
-        for line in result["restart_needed"]:
-            log.warning("reload: %s", line)
-        return result
-
     def stop(self, quiet: bool = False) -> None:
         """Stop every part in reverse order; ``quiet``: without saying so (a start that failed before
         anything ran, whose error says all there is)."""
@@ -380,7 +322,7 @@ class Daemon:
             while not done.wait(0.2):
                 if self.reload_asked.is_set():
                     self.reload_asked.clear()
-                    self.reload()
+                    self.reloader.reload()
         except BaseException:
             failed = True
             raise

@@ -13,12 +13,14 @@ import time
 from collections import Counter
 from typing import Any, Callable, Literal, Mapping, NamedTuple
 
+from config.models import Config
 from lease.port import LeaseRecord
 from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
 from messages.facts import Fact, Order, Payload, ProviderAdmin, make_fact
 from messages.states import GRANT, INSTANCE, REQUEST, StateMachine
 from persistence.port import Controller
 from policy.explain import unservable
+from policy.settings import plan_settings
 from provisioner import holders, views
 from provisioner.audit import AuditLog
 from provisioner.bulk import Bulk, BulkFilter, orders, select, summary
@@ -146,6 +148,11 @@ class Operations:
         self.audit_log = audit
         self.clock = clock
         self.billing_units = billing_units or {}
+
+    def reconfigure(self, cfg: Config) -> None:
+        """A reload's new settings: the billing units costs are counted in, the cap on demand items."""
+        self.billing_units = plan_settings(cfg.policy, cfg.budget, cfg.providers).billing_units
+        self.max_demand_items = cfg.policy.max_demand_items
 
     # --- reading -------------------------------------------------------------------
 
