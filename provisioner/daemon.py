@@ -35,6 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pykka
+
 from actors.answers import Kept, KeptAnswers
 from actors.budget import BudgetActor
 from actors.clock import SteadyClock
@@ -46,7 +48,6 @@ from actors.pumps import Tailer, Ticker
 from actors.script_calls import ScriptCalls
 from config.models import Config, ProviderConfig
 from messages.commands import Reconfigure
-from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from owner.calls import OnDone
 from persistence.controller import open_controller, patiently
@@ -58,9 +59,10 @@ from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
 from provisioner.api import create_app
 from provisioner.apiserver import ApiServer
-from provisioner.audit import AuditLog, audited
+from provisioner.audit import AuditLog
 from provisioner.auditor import Auditor
 from provisioner.auth import load_tokens
+from provisioner.commit_hooks import CommitHooks
 from provisioner.journal_bridge import JournalBridge
 from provisioner.memory import give_back_freed
 from provisioner.metrics import Metrics
@@ -73,9 +75,6 @@ from provisioner.snapshotter import Snapshotter
 from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
-
-#: Facts the commit hook looks at for the audit log at most (a long history is the auditor thread's).
-AUDIT_SLICE = 2_000
 
 
 class Daemon:
@@ -136,9 +135,9 @@ class Daemon:
         self.started = False
         self.fixed_tick = tick
         self.ticker = Ticker(self._tick_period(cfg), clock=self.clock)
-        self.journal: Any = None
-        self.budget: Any = None
-        self.leases: Any = None
+        self.journal: pykka.ActorRef[JournalActor] | None = None
+        self.budget: pykka.ActorRef[BudgetActor] | None = None
+        self.leases: pykka.ActorRef[LeaseActor] | None = None
         self.tailer: Tailer | None = None
         self._stopped = threading.Event()
         self.reloader.on_config(lambda new, _plan: self.metrics.reconfigure(new))
@@ -183,7 +182,8 @@ class Daemon:
         c = self.controller
         shared = self.shared
         self.marks.start()
-        self.journal = JournalActor.start(c, on_commit=self._committed, snapshots=self.snapshots,
+        hooks = CommitHooks(self.metrics, self.marks, self.audit, self.auditor, c, extra=self.on_commit)
+        self.journal = JournalActor.start(c, on_commit=hooks, snapshots=self.snapshots,
                                           inputs=SchedulerInputs(shared, refused=self.metrics.refused_events),
                                           snapshot=snapshot, shared=shared)
         self.budget = BudgetActor.start(self.cfg.budget, shared, clock=self.clock, policy=self.cfg.policy,
@@ -256,31 +256,6 @@ class Daemon:
             return ScriptCalls(persistent, on_done, may_act, observe=self.metrics.script_done)
         return ScriptCalls(lambda on_result: ScriptRunner(provider, work_dir, on_result, pool=self.scripts),
                            on_done, may_act, observe=self.metrics.script_done)
-
-    def _committed(self, facts: list[Fact], seconds: float) -> None:
-        """The journal's commit hook: metrics, the audit log, then the caller's hook; one failing spares the rest."""
-        for hook in (self.metrics.committed, self._marked, self._audit, self.on_commit):
-            if hook is None:
-                continue
-            try:
-                hook(facts, seconds)
-            except Exception:
-                log.exception("daemon: commit hook %s failed", getattr(hook, "__name__", hook))
-
-    def _marked(self, facts: list[Fact], _seconds: float) -> None:
-        self.marks.committed(facts)
-
-    def _audit(self, facts: list[Fact], _seconds: float) -> None:
-        """Audit lines for an operator's audited facts now, before the request returns (with whatever came
-        before them); the daemon's own (fenced: its planner's, owners', leases') the auditor takes in a moment."""
-        mine = [f for f in facts if audited(f)]
-        if mine and all(f.lease for f in mine):
-            self.auditor.soon()
-        elif mine:
-            try:
-                self.audit.catch_up(self.controller, limit=AUDIT_SLICE)
-            except ControllerUnavailable as exc:
-                log.warning("audit: cannot read the controller; the auditor catches up later: %s", exc)
 
     def stop(self, quiet: bool = False) -> None:
         """Stop every part in reverse order; ``quiet``: without saying so (a start that failed before

@@ -7,6 +7,7 @@ from pathlib import Path
 from messages.facts import Decision, ProviderAdmin, make_fact
 from provisioner.audit import AuditLog
 from provisioner.auditor import Auditor
+from provisioner.commit_hooks import CommitHooks
 from provisioner.daemon import Daemon
 from tests.support.daemons import make_config, wait_until
 
@@ -20,15 +21,19 @@ def test_an_operators_action_is_in_the_log_when_the_hook_returns_the_daemons_own
     daemon = Daemon(make_config(tmp_path, []), tmp_path / "home")
     poked: list[bool] = []
     daemon.auditor.soon = lambda: poked.append(True)  # type: ignore[method-assign]
+    seen: list[int] = []
+    hooks = CommitHooks(daemon.metrics, daemon.marks, daemon.audit, daemon.auditor, daemon.controller,
+                        extra=lambda facts, _s: seen.append(len(facts)))
     try:
         decision = make_fact(Decision(item="d1", need=1), lease="planner", fence=1)
-        daemon._audit([decision], 0.0)
+        hooks([decision], 0.0)
         assert poked == [True] and _kinds(daemon.audit) == [], "the planner's own decision waits for the auditor"
         [paused] = daemon.controller.append([make_fact(ProviderAdmin(kind="provider_paused", reason="ops"),
                                                        provider="p")]).accepted
-        daemon._audit([paused], 0.0)
+        hooks([paused], 0.0)
         assert _kinds(daemon.audit) == ["provider_paused"], "an operator's action is written before its reply"
         assert poked == [True]
+        assert seen == [1, 1], "the caller's own hook runs after each commit too"
     finally:
         daemon.controller.close()
 
