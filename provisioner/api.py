@@ -54,7 +54,8 @@ from provisioner.bodylimit import BodyLimit
 from provisioner.bulk import Bulk, BulkBody, BulkFilter, NoFilter
 from provisioner.jsonbodies import JsonBodies
 from provisioner.metrics import Metrics
-from provisioner.operations import BadFilter, CommitFailed, Conflict, NotFound, Operations, Steer, TooLarge
+from provisioner.operations import BadFilter, CommitFailed, Conflict, NotFound, Operations, TooLarge
+from provisioner.surface import Steer
 from provisioner.version import version
 from provisioner.views import BadCursor
 

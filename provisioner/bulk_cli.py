@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from pydantic import ValidationError
 
 from config.located import one_line
-from provisioner.bulk import ACTED_ON, BulkFilter
+from provisioner.bulk import ACTED_ON, Bulk, BulkFilter
+from provisioner.surface import Surface
 
 HELP = {
     "return": "give back every host the filters match, now: busy ones too (their owners carry it out)",
@@ -47,9 +48,9 @@ def add_parsers(instances: argparse.ArgumentParser, add: Callable[..., argparse.
         p.set_defaults(fn=fn, action=action)
 
 
-def run(args: argparse.Namespace, source: Any, fail: Callable[[str], Exception],
+def run(args: argparse.Namespace, source: Surface, fail: Callable[[str], Exception],
         table: Callable[[list[dict[str, Any]]], None], emit_json: Callable[[Any], None]) -> int:
-    action = args.action
+    action = cast(Bulk, args.action)  # set by the subcommand, one of Bulk
     try:
         f = BulkFilter(state=getattr(args, "state", None), provider=getattr(args, "provider", None),
                        older_than=args.older_than, name=args.name, all=args.all)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from config.load import load_config
 from config.located import ConfigError, one_line, shown
 from config.models import Config, PolicyConfig
-from messages.demand import DemandSnapshot, HostEvent, SupplySnapshot
+from messages.demand import DemandSnapshot, HostEvent, HostEventKind, SupplySnapshot
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.controller import open_controller
@@ -50,6 +50,7 @@ from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Oper
 from provisioner.pidfile import pid_file
 from provisioner.readmodel import ReadModel
 from provisioner.stores import WHERE, NoStore, check_run_store, missing_sqlite, nothing_here
+from provisioner.surface import Steer, Surface
 from provisioner.trace_export import ExportError
 from provisioner.version import version
 
@@ -154,14 +155,14 @@ class Direct:
         stored = self.ops.put_demand(snapshot)
         return {**stored.to_dict(), "warnings": self.ops.demand_warnings(stored)}
 
-    def host_event(self, name: str, event: str, provider: str | None = None) -> dict[str, Any]:
-        return self.ops.host_event(name, event, provider)  # type: ignore[arg-type]
+    def host_event(self, name: str, event: HostEventKind, provider: str | None = None) -> dict[str, Any]:
+        return self.ops.host_event(name, event, provider)
 
     def put_supply(self, view: SupplySnapshot) -> dict[str, Any]:
         return self.ops.put_supply(view).to_dict()
 
-    def steer(self, provider: str, action: str, reason: str) -> dict[str, Any]:
-        return self.ops.steer(provider, action, reason, self.by)  # type: ignore[arg-type]
+    def steer(self, provider: str, action: Steer, reason: str) -> dict[str, Any]:
+        return self.ops.steer(provider, action, reason, self.by)
 
     def return_instance(self, ident: str, reason: str) -> dict[str, Any]:
         return self.ops.return_instance(ident, reason, self.by)
@@ -183,7 +184,6 @@ def _user() -> str:
         return "cli"
 
 
-Source = Direct | Remote
 
 
 def _remote(args: argparse.Namespace) -> Remote | None:
@@ -195,7 +195,7 @@ def _remote(args: argparse.Namespace) -> Remote | None:
     return Remote(url, token, cafile=args.cacert)
 
 
-def _source(args: argparse.Namespace) -> Source:
+def _source(args: argparse.Namespace) -> Surface:
     remote = _remote(args)
     if remote is not None:
         return remote
@@ -297,7 +297,7 @@ def cmd_host(args: argparse.Namespace) -> int:
     _checked(HostEvent, {"name": args.name, "event": args.event, "time": 0.0, "provider": args.provider},
              {"name": "host name", "provider": "--provider"})
     with _closing(_source(args)) as s:
-        ev = s.host_event(args.name, args.event, args.provider)
+        ev = s.host_event(args.name, cast(HostEventKind, args.event), args.provider)  # argparse's choices
     print(f"host event {ev['seq']}: {ev['name']} {ev['event']}")
     return 0
 
@@ -332,7 +332,7 @@ def _reason(args: argparse.Namespace) -> str:
 def cmd_steer(args: argparse.Namespace) -> int:
     _reason(args)
     with _closing(_source(args)) as s:
-        done = s.steer(args.name, args.action, args.reason)
+        done = s.steer(args.name, cast(Steer, args.action), args.reason)  # argparse's choices
     print(done["message"])
     return 0
 

@@ -12,12 +12,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from messages.demand import DemandSnapshot, SupplySnapshot
+from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
 from provisioner.auth import TokensError, check_private
+from provisioner.surface import Steer
+
+if TYPE_CHECKING:
+    from provisioner.bulk import Bulk, BulkFilter
 
 PAGE = 1000
 
@@ -91,20 +95,20 @@ class Remote:
     def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]:
         return self._call("PUT", "/v1/demand", snapshot.to_dict())
 
-    def host_event(self, name: str, event: str, provider: str | None = None) -> dict[str, Any]:
+    def host_event(self, name: str, event: HostEventKind, provider: str | None = None) -> dict[str, Any]:
         body = {"event": event, **({"provider": provider} if provider else {})}
         return self._call("POST", f"/v1/hosts/{_seg(name)}/events", body)
 
     def put_supply(self, view: SupplySnapshot) -> dict[str, Any]:
         return self._call("PUT", "/v1/supply", view.to_dict())
 
-    def steer(self, provider: str, action: str, reason: str) -> dict[str, Any]:
+    def steer(self, provider: str, action: Steer, reason: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/providers/{_seg(provider)}/{action}", {"reason": reason})
 
     def return_instance(self, ident: str, reason: str) -> dict[str, Any]:
         return self._call("POST", f"/v1/instances/{_seg(ident)}/return", {"reason": reason})
 
-    def bulk(self, action: str, f: Any, reason: str, dry_run: bool) -> dict[str, Any]:
+    def bulk(self, action: Bulk, f: BulkFilter, reason: str, dry_run: bool) -> dict[str, Any]:
         body = {**f.model_dump(exclude_none=True, exclude_defaults=True), "dry_run": dry_run, "reason": reason}
         return self._call("POST", f"/v1/instances/{action}", body)
 

@@ -25,10 +25,10 @@ from provisioner import holders, views
 from provisioner.audit import AuditLog
 from provisioner.bulk import Bulk, BulkFilter, orders, select, summary
 from provisioner.readmodel import ReadModel
+from provisioner.surface import Steer
 from state.host_names import live_providers
 from state.projection import Projection
 
-Steer = Literal["pause", "resume", "drain"]
 STEER_KINDS: dict[str, Literal["provider_paused", "provider_resumed", "provider_drained"]] = {
     "pause": "provider_paused", "resume": "provider_resumed", "drain": "provider_drained",
 }
