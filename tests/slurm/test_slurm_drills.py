@@ -205,9 +205,10 @@ def test_drift_a_host_killed_behind_slurms_back_and_a_host_standing_for_a_powere
     job = world.slurm.submit("-N1", "-c2", "--requeue", "--wrap", "sleep 20")
     wait_until(lambda: world.slurm.jobs().get(job) == "RUNNING", 150, "the job running on its host",
                said=lambda: world.slurm.log() + daemon.tail())
-    wait_until(lambda: len(node_processes("cloud1")) >= 2, 60, "the job's step and task on cloud1")
+    wait_until(lambda: len(node_processes("cloud1", world.slurm.conf)) >= 2, 60,
+               "the job's step and task on cloud1")
     ((first, m),) = machines(world.state_dir).items()
-    kill_machine("cloud1", m["pid"])  # the machine dies with its job; Slurm has not noticed
+    kill_machine("cloud1", m["pid"], world.slurm.conf)  # the machine dies with its job; Slurm has not noticed
     wait_until(lambda: "it has no host: taken down" in (tmp_path / "sync.log").read_text(), 120,
                "the bridge taking down the node whose host is gone",
                said=lambda: (tmp_path / "sync.log").read_text()[-3000:])

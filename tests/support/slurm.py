@@ -138,9 +138,11 @@ def machines(state_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text())["machines"] if path.exists() else {}
 
 
-def node_processes(name: str) -> list[int]:
-    """The job steps (``slurmstepd``) running on node ``name`` and their tasks (``SLURMD_NODENAME`` in their
-    environment), steps first."""
+def node_processes(name: str, conf: Path) -> list[int]:
+    """The job steps (``slurmstepd``) running on node ``name`` of the cluster of ``conf`` and their tasks
+    (``SLURMD_NODENAME`` and that ``SLURM_CONF`` in their environment: drills running side by side each
+    have a ``cloud1``), steps first."""
+    mine = (f"SLURMD_NODENAME={name}".encode(), f"SLURM_CONF={conf}".encode())
     tasks = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -150,7 +152,7 @@ def node_processes(name: str) -> list[int]:
             stat = (proc / "stat").read_text()
         except OSError:
             continue
-        if f"SLURMD_NODENAME={name}".encode() in env:
+        if all(var in env for var in mine):
             tasks.append((int(proc.name), int(stat[stat.rindex(")") + 2:].split()[1])))
     steps = set()
     for _, parent in tasks:
@@ -162,10 +164,10 @@ def node_processes(name: str) -> list[int]:
     return [*sorted(steps), *(t for t, _ in tasks)]
 
 
-def kill_machine(name: str, pid: int) -> list[int]:
+def kill_machine(name: str, pid: int, conf: Path) -> list[int]:
     """A machine dying at once, as a cloud host does: its slurmd (``pid``), the job steps it started and their
     tasks, all stopped first (so none reports an end to slurmctld), then killed. The pids killed."""
-    doomed = [pid, *node_processes(name)]
+    doomed = [pid, *node_processes(name, conf)]
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         for p in doomed:
             try:
