@@ -46,9 +46,10 @@ from actors.pacing import FirstScans
 from actors.planner import PlannerActor
 from actors.provider import CallsFactory, ProviderActor
 from actors.pumps import Ticker
+from actors.reconfigure import Reconfigure
 from config.models import Config
 from lease.port import INSTANCE, PLANNER, Lease, free_in
-from messages.commands import Append, LeaseRevoked, Reconfigure, Tick
+from messages.commands import Append, LeaseRevoked, Tick
 from messages.errors import ControllerUnavailable
 from messages.facts import LeaseChanged, make_fact
 from persistence.port import Controller

@@ -16,6 +16,7 @@ import time
 from typing import Callable, Sequence
 
 from actors.base import Actor, Tells, handles
+from actors.reconfigure import Reconfigure
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from lease.port import Lease
 from messages.commands import (
@@ -25,7 +26,6 @@ from messages.commands import (
     DemandChanged,
     Interest,
     LeaseRevoked,
-    Reconfigure,
     Review,
     Reviewed,
     Subscribe,

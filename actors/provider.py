@@ -25,6 +25,7 @@ from actors.answers import KeptAnswers
 from actors.base import Actor, Mandate, Tells, handles
 from actors.pacing import FirstScan, FirstScans, ScanTurn
 from actors.pooled import PooledActor
+from actors.reconfigure import Reconfigure
 from actors.repeats import Repeats
 from config.models import PolicyConfig, ProviderConfig, ResourceConfig
 from lease.port import Lease
@@ -36,14 +37,13 @@ from messages.commands import (
     HostEvents,
     Interest,
     LeaseRevoked,
-    Reconfigure,
     Subscribe,
     SupplyChanged,
     Tick,
     Unsubscribe,
 )
 from messages.demand import HostEvent, SupplySnapshot
-from messages.facts import make_fact
+from messages.facts import RequestPlanned, make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
 from owner.effects import Effects, Notes, RequestSettled, Write
@@ -312,8 +312,8 @@ class ProviderActor(PooledActor, Actor):
         # (an intent is not written twice; a status answer is always recorded), not the driver's.
         if self.revoked.is_set():
             return
-        if w.payloads and w.payloads[0].kind == "request_planned":
-            failpoint(f"{w.payloads[0].action}.before_intent")  # type: ignore[union-attr]
+        if w.payloads and isinstance(intent := w.payloads[0], RequestPlanned):
+            failpoint(f"{intent.action}.before_intent")
         now = self.clock()
         facts = [make_fact(p, provider=self.name, lease=self.lease.name, fence=self.lease.fence,
                            fact_id=(w.ids[i] if i < len(w.ids) else None), now=now)

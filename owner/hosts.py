@@ -37,8 +37,7 @@ def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host
         for step in steps:
             if step == state or not INSTANCE.allowed(state, step):
                 continue
-            payloads.append(InstanceChanged(kind=f"instance_{step}", machine_id=inst.machine_id, state=step,
-                                            reason=f"{said} {event}", event_seq=seq))
+            payloads.append(InstanceChanged.to(step, inst.machine_id, reason=f"{said} {event}", event_seq=seq))
             state = step
         expected[inst.machine_id] = state
     return write(Notes("host-events"), payloads)
@@ -71,6 +70,6 @@ def watch_joins(p: Projection, s: OwnerSettings, now: float, busy: Collection[ob
         if node is not None and node.join_timeout is not None and node.join_timeout < limit:
             limit, what = node.join_timeout, f"the scheduler's wait for node {node.name}"
         if now - inst.seen_at > limit:
-            payloads.append(InstanceChanged(kind="instance_orphan_found", machine_id=inst.machine_id,
-                                            state="orphaned", reason=f"never joined within {what} {limit:.0f}s"))
+            payloads.append(InstanceChanged.to("orphaned", inst.machine_id,
+                                               reason=f"never joined within {what} {limit:.0f}s"))
     return write(Notes("join-timeouts"), payloads)

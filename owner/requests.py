@@ -247,8 +247,7 @@ def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResu
         payloads: list[Payload] = [RequestChanged(kind="request_submitted", request_id=req.id, state="submitted",
                                                   provider_request_id=result.output.provider_request_id)]
         if req.action == "return" and req.supply == "hosts":
-            payloads += [InstanceChanged(kind="instance_returning", machine_id=m, state="returning",
-                                         request_id=req.id)
+            payloads += [InstanceChanged.to("returning", m, request_id=req.id)
                          for m in req.machines if (i := p.instances.get(f"{s.name}/{m}")) is not None
                          and i.state == "return_planned"]
         elif req.action == "return":
@@ -346,8 +345,7 @@ def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason
                 state="orphaned" if lost_track else "failed", request_id=req.id, reason=reason))
     elif req.action == "return" and lost_track:
         why = f"its return {req.id} never completed"
-        payloads += [InstanceChanged(kind="instance_orphan_found", machine_id=m, state="orphaned",
-                                     request_id=req.id, reason=why)
+        payloads += [InstanceChanged.to("orphaned", m, request_id=req.id, reason=why)
                      for m in req.machines if (i := p.instances.get(f"{s.name}/{m}")) is not None
                      and i.return_request_id == req.id and i.state in ("return_planned", "returning")]
         payloads += [return_lost(p.grants[g], req.id, why)

@@ -66,8 +66,8 @@ def _machines(provider: str, instances: Mapping[str, InstanceRecord], req: Reque
                                     private_ip=getattr(m, "private_ip", None), node=nodes.get(m.machine_id)))
         elif inst.state != state and INSTANCE.allowed(inst.state, state) and inst.state in (
                 "requested", "provisioning"):
-            out.append(InstanceChanged(kind=f"instance_{state}", machine_id=m.machine_id, state=state,
-                                       request_id=req.id, reason=getattr(m, "message", "")))
+            out.append(InstanceChanged.to(state, m.machine_id,
+                                          request_id=req.id, reason=getattr(m, "message", "")))
     return out
 
 
@@ -107,10 +107,10 @@ def _returned_machines(provider: str, instances: Mapping[str, InstanceRecord], r
             continue
         m = results.get(machine_id)
         if (m is not None and m.result == "succeed") or (m is None and status == "complete"):
-            out.append(InstanceChanged(kind="instance_returned", machine_id=machine_id, state="returned",
-                                       request_id=req.id))
+            out.append(InstanceChanged.to("returned", machine_id,
+                                          request_id=req.id))
         elif (m is not None and m.result == "fail") or status == "complete_with_error":
-            out.append(InstanceChanged(kind="instance_return_planned", machine_id=machine_id, state="return_planned",
-                                       request_id=req.id,
-                                       reason=(getattr(m, "message", "") if m else message) or "return failed"))
+            out.append(InstanceChanged.to("return_planned", machine_id,
+                                          request_id=req.id,
+                                          reason=(getattr(m, "message", "") if m else message) or "return failed"))
     return out

@@ -65,10 +65,9 @@ def correct(p: Projection, s: OwnerSettings, view: SupplySnapshot, now: float,
             continue
         why = f"not in the scheduler's view for {now - first:.0f}s (unlisted_grace)"
         if s.policy.orphans == "report":
-            payloads.append(InstanceChanged(kind="instance_orphan_found", machine_id=inst.machine_id,
-                                            state="orphaned", reason=why))
+            payloads.append(InstanceChanged.to("orphaned", inst.machine_id, reason=why))
             del since[inst.machine_id]
         elif inst.state != "idle" and INSTANCE.allowed(inst.state, "idle"):
-            payloads.append(InstanceChanged(kind="instance_idle", machine_id=inst.machine_id, state="idle",
-                                            reason=why))
+            payloads.append(InstanceChanged.to("idle", inst.machine_id,
+                                               reason=why))
     return fx + (write(Notes("host-events"), payloads) if payloads else NOTHING), Unlisted(since)
