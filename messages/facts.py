@@ -290,9 +290,11 @@ class InstanceChanged(Model):
     event_seq: int | None = None
 
     @classmethod
-    def to(cls, state: InstanceState, machine_id: str, **fields: object) -> "InstanceChanged":
+    def to(cls, state: InstanceState, machine_id: str, request_id: str = "", reason: str = "",
+           event_seq: int | None = None) -> "InstanceChanged":
         """The fact that moves ``machine_id`` into ``state``, of the kind that state has."""
-        return cls(kind=INSTANCE_CHANGE[state], machine_id=machine_id, state=state, **fields)
+        return cls(kind=INSTANCE_CHANGE[state], machine_id=machine_id, state=state, request_id=request_id,
+                   reason=reason, event_seq=event_seq)
 
 
 # --- a scheduler's named nodes ----------------------------------------------

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Container, Iterable
 
+from messages.demand import HostEventKind
 from messages.facts import InstanceChanged, Payload
 from messages.records import InstanceRecord
-from messages.states import AWAITING_JOIN, INSTANCE
+from messages.states import AWAITING_JOIN, INSTANCE, InstanceState
 from owner.effects import NOTHING, Effects, Notes, OrderTaken, ReturnPlanned, write
 from owner.settings import OwnerSettings
 from state.projection import Projection
 
 #: (the host's record, the event, the event's seq in the controller: None when it has none)
-HostEvent = tuple[InstanceRecord, str, "int | None"]
+HostEvent = tuple[InstanceRecord, HostEventKind, "int | None"]
 
 
 def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host event",
@@ -27,13 +28,13 @@ def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host
     written moves to ``return_planned`` (``being_returned``): read against the
     state it leaves, it would be written after the return, a step the table refuses.
     """
-    expected: dict[str, str] = {}
+    expected: dict[str, InstanceState] = {}
     payloads: list[Payload] = []
     for inst, event, seq in events:
         if inst.machine_id in being_returned:
             continue
         state = expected.get(inst.machine_id, inst.state)
-        steps = ["joined", event] if state == "provisioning" and event in ("idle", "busy") else [event]
+        steps: list[InstanceState] = ["joined", event] if state == "provisioning" and event != "joined" else [event]
         for step in steps:
             if step == state or not INSTANCE.allowed(state, step):
                 continue

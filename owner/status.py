@@ -7,15 +7,16 @@ from typing import Any
 
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, Payload, RequestChanged
 from messages.records import GrantRecord, InstanceRecord, RequestRecord
-from messages.states import INSTANCE, REQUEST
+from messages.scripts import Status
+from messages.states import INSTANCE, REQUEST, InstanceState
 from owner.returns import given_back
 
 #: A machine's result in a status answer, as an instance state.
-RESULT_STATE = {"executing": "provisioning", "succeed": "running", "fail": "failed"}
+RESULT_STATE: dict[str, InstanceState] = {"executing": "provisioning", "succeed": "running", "fail": "failed"}
 
 
 def status_facts(provider: str, instances: Mapping[str, InstanceRecord], grants: Mapping[str, GrantRecord],
-                 req: RequestRecord, status: str, message: str, machines: Sequence[Any],
+                 req: RequestRecord, status: Status, message: str, machines: Sequence[Any],
                  granted: int | None) -> list[Payload]:
     """What one request's status says: its machines or grant, then the request itself.
 
@@ -48,7 +49,7 @@ def status_facts(provider: str, instances: Mapping[str, InstanceRecord], grants:
         return out
     if status == "running" and req.state == "submitted":
         out.append(RequestChanged(kind="request_status", request_id=req.id, state="running", reason=message))
-    elif status in ("complete", "complete_with_error"):
+    elif status != "running":
         out.append(RequestChanged(kind="request_completed", request_id=req.id, state=status, reason=message))
     return out
 

@@ -41,7 +41,7 @@ from messages.scripts import (
     Outcome,
     Reclaim,
     Reclaims,
-    RequestState,
+    RequestStatus,
     ScriptOutput,
     StatusReport,
     Usage,
@@ -403,7 +403,7 @@ def _status(data: dict[str, Any]) -> StatusReport:
     doc = _validate(LsfStatus, data)
     return StatusReport(
         requests=[
-            RequestState(
+            RequestStatus(
                 request_id=r.request_id,
                 status=r.status,
                 message=r.message,
