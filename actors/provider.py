@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.answers import KeptAnswers
-from actors.base import Actor, Mandate, Tells, handles
+from actors.base import Actor, Mandate, handles
 from actors.pacing import FirstScan, FirstScans, ScanTurn
 from actors.pooled import PooledActor
 from actors.reconfigure import Reconfigure
@@ -37,6 +37,7 @@ from messages.commands import (
     HostEvents,
     Interest,
     LeaseRevoked,
+    Recipient,
     Subscribe,
     SupplyChanged,
     Tick,
@@ -71,7 +72,7 @@ class ProviderActor(PooledActor, Actor):
     #: Its provider's facts as news, and what the scheduler says of hosts; the demand is the planner's.
     WANTS = frozenset({Interest.FACTS, Interest.SUPPLY, Interest.HOST_EVENTS})
 
-    def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Tells, lease_actor: Tells,
+    def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Recipient, lease_actor: Recipient,
                  policy: PolicyConfig, resources: list[ResourceConfig], work_dir: Path, calls_factory: CallsFactory,
                  shared: SharedProjection, clock: Callable[[], float] = time.time, scan_after: float = 0.0,
                  turns: FirstScans | None = None, answers: KeptAnswers | None = None) -> None:
@@ -332,7 +333,8 @@ class ProviderActor(PooledActor, Actor):
 
     @handles(Appended)
     def _appended(self, msg: Appended) -> None:
-        w: Write = msg.tag
+        w = msg.tag
+        assert isinstance(w, Write), "an owner's writes are tagged with their Write"
         self.busy.pop(w.slot, None)
         if isinstance(w.slot, RequestSettled) and not msg.error and not msg.refused \
                 and self.kept.holds(self.name, w.slot.request_id):
