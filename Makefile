@@ -18,6 +18,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache   # the layers of the house (pyproject.toml)
+	$(VENV)/bin/mypy   # the lower floors: states and fact kinds are checked names (pyproject.toml)
 	$(PY) -m pytest -n 2   # two workers: the Slurm drills mostly wait on Slurm's timers
 
 # The bench extra (scipy: the LP bound of packing) is for benchmarks only, not the daemon.

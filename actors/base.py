@@ -13,13 +13,15 @@ from typing import Any, Callable, Protocol
 
 import pykka
 
+from messages.commands import Recipient
+
 log = logging.getLogger(__name__)
 
 
-class Tells(Protocol):
-    """What a message can be told to: an actor's ref (or a test's inbox standing in for one)."""
+class Runs(Recipient, Protocol):
+    """An actor's ref that its holder also stops (``pykka.ActorRef``)."""
 
-    def tell(self, message: Any) -> None: ...
+    def stop(self, block: bool = True, timeout: float | None = None) -> Any: ...
 
 
 class Mandate(Protocol):

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from actors.base import Actor, handles
+from actors.reconfigure import Reconfigure
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
-from messages.commands import Reconfigure, Review, Reviewed, Tick
+from messages.commands import Review, Reviewed, Tick
 from policy.rounds import review_orders
 from policy.settings import plan_settings
 from state.shared import SharedProjection

@@ -45,10 +45,10 @@ from typing import Any, Callable
 
 import pykka
 
-from actors.base import Actor, Tells, handles
+from actors.base import Actor, handles
 from actors.inputs import SchedulerInputs
 from messages.base import Model
-from messages.commands import Append, Appended, CaughtUp, Committed, Interest, Subscribe, Unsubscribe
+from messages.commands import Append, Appended, CaughtUp, Committed, Interest, Recipient, Subscribe, Unsubscribe
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact, summary
 from persistence.failpoints import failpoint
@@ -127,7 +127,7 @@ class Feed(Model):
 
 @dataclass
 class _Subscriber:
-    ref: Tells
+    ref: Recipient
     #: Of each batch, the share of these providers (every fact for None), as news, when it wants facts.
     providers: frozenset[str] | None
     #: What it is told of besides ``CaughtUp``.
@@ -240,7 +240,8 @@ class JournalActor(Actor):
                 # The controller refused the last commit: what waits is tried when the next try is due.
                 self._queue_flush()
                 return
-            batch, size = [], 0
+            batch: list[Append] = []
+            size = 0
             while self.pending and (not batch or size + len(self.pending[0].facts) <= self.max_batch):
                 msg = self.pending.pop(0)
                 batch.append(msg)

@@ -41,14 +41,15 @@ from pathlib import Path
 from typing import Any
 
 from actors.answers import KeptAnswers
-from actors.base import Actor, Tells, handles
+from actors.base import Actor, Runs, handles
 from actors.pacing import FirstScans
 from actors.planner import PlannerActor
 from actors.provider import CallsFactory, ProviderActor
 from actors.pumps import Ticker
+from actors.reconfigure import Reconfigure
 from config.models import Config
 from lease.port import INSTANCE, PLANNER, Lease, free_in
-from messages.commands import Append, LeaseRevoked, Reconfigure, Tick
+from messages.commands import Append, LeaseRevoked, Recipient, Tick
 from messages.errors import ControllerUnavailable
 from messages.facts import LeaseChanged, make_fact
 from persistence.port import Controller
@@ -103,7 +104,7 @@ class Revocation:
 class _Held:
     lease: Lease
     revoked: Revocation
-    ref: Tells
+    ref: Runs
     renewed_at: float
 
 
@@ -112,8 +113,8 @@ class LeaseActor(Actor):
         self,
         cfg: Config,
         controller: Controller,
-        journal: Tells,
-        budget: Tells,
+        journal: Recipient,
+        budget: Recipient,
         ticker: Ticker,
         calls_factory: CallsFactory,
         home: Path,

@@ -15,7 +15,8 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from actors.base import Actor, Tells, handles
+from actors.base import Actor, handles
+from actors.reconfigure import Reconfigure
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig
 from lease.port import Lease
 from messages.commands import (
@@ -25,7 +26,7 @@ from messages.commands import (
     DemandChanged,
     Interest,
     LeaseRevoked,
-    Reconfigure,
+    Recipient,
     Review,
     Reviewed,
     Subscribe,
@@ -51,9 +52,9 @@ class PlannerActor(Actor):
         self,
         lease: Lease,
         revoked: threading.Event,
-        journal: Tells,
-        budget: Tells,
-        lease_actor: Tells,
+        journal: Recipient,
+        budget: Recipient,
+        lease_actor: Recipient,
         policy: PolicyConfig,
         shared: SharedProjection,
         clock: Callable[[], float] = time.time,
@@ -146,9 +147,9 @@ class PlannerActor(Actor):
     def _write(self, approved: list[tuple[str, Order]], clamps: list[tuple[str, str]]) -> None:
         if self.revoked.is_set() or self.proposal is None:
             return
-        lease = dict(lease=self.lease.name, fence=self.lease.fence, now=self.clock())
+        name, fence, now = self.lease.name, self.lease.fence, self.clock()
         with self.view.reading() as p:
-            facts = [make_fact(payload, provider=provider, **lease)
+            facts = [make_fact(payload, provider=provider, lease=name, fence=fence, now=now)
                      for provider, payload in outcome(self.proposal, approved, clamps, p.decided)]
         if facts:
             self._send(facts)

@@ -168,10 +168,11 @@ class PooledActor(pykka.ThreadingActor):
         self.actor_stopped = self._actor_ref.actor_stopped = _Stopped()  # type: ignore[assignment]
 
     def _create_actor_inbox(self) -> Any:  # type: ignore[override]
-        return _Mailbox(self)
+        self._mailbox = _Mailbox(self)
+        return self._mailbox
 
     def _start_actor_loop(self) -> None:
-        self.actor_inbox.start()
+        self._mailbox.start()
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         """One message, under pykka's rules: an ask's error goes to its caller, a tell's to ``on_failure``.

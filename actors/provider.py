@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from actors.answers import KeptAnswers
-from actors.base import Actor, Mandate, Tells, handles
+from actors.base import Actor, Mandate, handles
 from actors.pacing import FirstScan, FirstScans, ScanTurn
 from actors.pooled import PooledActor
+from actors.reconfigure import Reconfigure
 from actors.repeats import Repeats
 from config.models import PolicyConfig, ProviderConfig, ResourceConfig
 from lease.port import Lease
@@ -36,14 +37,14 @@ from messages.commands import (
     HostEvents,
     Interest,
     LeaseRevoked,
-    Reconfigure,
+    Recipient,
     Subscribe,
     SupplyChanged,
     Tick,
     Unsubscribe,
 )
 from messages.demand import HostEvent, SupplySnapshot
-from messages.facts import make_fact
+from messages.facts import RequestPlanned, make_fact
 from owner.calls import Call, CallDone, Carry, OnDone, Poll, ProviderCalls
 from owner.describe import describe
 from owner.effects import Effects, Notes, RequestSettled, Write
@@ -71,7 +72,7 @@ class ProviderActor(PooledActor, Actor):
     #: Its provider's facts as news, and what the scheduler says of hosts; the demand is the planner's.
     WANTS = frozenset({Interest.FACTS, Interest.SUPPLY, Interest.HOST_EVENTS})
 
-    def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Tells, lease_actor: Tells,
+    def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Recipient, lease_actor: Recipient,
                  policy: PolicyConfig, resources: list[ResourceConfig], work_dir: Path, calls_factory: CallsFactory,
                  shared: SharedProjection, clock: Callable[[], float] = time.time, scan_after: float = 0.0,
                  turns: FirstScans | None = None, answers: KeptAnswers | None = None) -> None:
@@ -312,8 +313,8 @@ class ProviderActor(PooledActor, Actor):
         # (an intent is not written twice; a status answer is always recorded), not the driver's.
         if self.revoked.is_set():
             return
-        if w.payloads and w.payloads[0].kind == "request_planned":
-            failpoint(f"{w.payloads[0].action}.before_intent")  # type: ignore[union-attr]
+        if w.payloads and isinstance(intent := w.payloads[0], RequestPlanned):
+            failpoint(f"{intent.action}.before_intent")
         now = self.clock()
         facts = [make_fact(p, provider=self.name, lease=self.lease.name, fence=self.lease.fence,
                            fact_id=(w.ids[i] if i < len(w.ids) else None), now=now)
@@ -332,7 +333,8 @@ class ProviderActor(PooledActor, Actor):
 
     @handles(Appended)
     def _appended(self, msg: Appended) -> None:
-        w: Write = msg.tag
+        w = msg.tag
+        assert isinstance(w, Write), "an owner's writes are tagged with their Write"
         self.busy.pop(w.slot, None)
         if isinstance(w.slot, RequestSettled) and not msg.error and not msg.refused \
                 and self.kept.holds(self.name, w.slot.request_id):

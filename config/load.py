@@ -20,7 +20,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -127,24 +127,25 @@ class _Parts:
                 field = fields[key]
                 return None if field.is_required() else field.get_default(call_default_factory=True)
             try:
-                return TypeAdapter(fields[key].annotation).validate_python(data[key])
+                # A model's field always has its annotation; pydantic types it optional for other uses.
+                return TypeAdapter[Any](cast(Any, fields[key].annotation)).validate_python(data[key])
             except ValidationError:
                 return None
 
         def entries(key: str, model: type[Any]) -> list[tuple[int, Any]]:
             out = []
-            for i, raw in enumerate(data.get(key) if isinstance(data.get(key), list) else []):
+            for i, raw in enumerate(listed if isinstance(listed := data.get(key), list) else []):
                 try:
                     out.append((i, model.model_validate(raw)))
                 except ValidationError:
                     pass
             return out
 
-        raw_providers = data.get("providers") if isinstance(data.get("providers"), list) else []
+        raw_providers = listed if isinstance(listed := data.get("providers"), list) else []
         named = {p["name"] for p in raw_providers if isinstance(p, dict) and isinstance(p.get("name"), str)}
         instance = valid("instance")
-        raw_instance = data.get("instance") if isinstance(data.get("instance"), dict) else {}
-        raw_serves = raw_instance.get("serves") if isinstance(raw_instance.get("serves"), list) else []
+        raw_instance = given if isinstance(given := data.get("instance"), dict) else {}
+        raw_serves = listed if isinstance(listed := raw_instance.get("serves"), list) else []
         serves = instance.serves if instance is not None else [n for n in raw_serves if isinstance(n, str)]
         return cls(providers=entries("providers", ProviderConfig), named=named,
                    resources=entries("resources", ResourceConfig), instance=instance, serves=serves,

@@ -25,7 +25,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 from urllib.parse import parse_qs, quote, urlsplit
 
 import orjson
@@ -198,7 +198,7 @@ class EtcdClient:
         return int(reply["header"]["revision"])
 
     def txn(
-        self, compare: list[dict[str, Any]], success: list[dict[str, Any]], failure: list[dict[str, Any]] = ()
+        self, compare: list[dict[str, Any]], success: list[dict[str, Any]], failure: Sequence[dict[str, Any]] = ()
     ) -> TxnResult:
         reply = self.call("kv/txn", {"compare": compare, "success": success, "failure": list(failure)})
         ranges = [

@@ -1,9 +1,9 @@
-"""Messages between actors. Actor references ride along as opaque values."""
+"""Messages between actors. An actor's reference rides along as a ``Recipient``: anything it can tell."""
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Protocol, runtime_checkable
 
 from pydantic import ConfigDict, Field
 
@@ -16,17 +16,27 @@ class ActorMessage(Model):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
 
+@runtime_checkable
+class Recipient(Protocol):
+    """What a reply, a review or a subscription's news is told to: an actor's ``pykka.ActorRef``, or a
+    caller's own receiver (the REST threads' bridge into the journal). Checked when a message is made, so
+    a message addressed to something that cannot hear it fails where it is written, not where it is
+    answered."""
+
+    def tell(self, message: ActorMessage) -> None: ...
+
+
 class Append(ActorMessage):
     """Ask the journal to commit facts; the reply (``Appended``) goes to ``reply_to``."""
 
     facts: list[Fact]
-    reply_to: Any = None
-    #: Echoed in the reply: what the writer needs to know which of its writes this was.
-    tag: Any = ""
+    reply_to: Recipient | None = None
+    #: Echoed in the reply, never looked into: what the writer needs to know which of its writes this was.
+    tag: object = ""
 
 
 class Appended(ActorMessage):
-    tag: Any = ""
+    tag: object = ""
     accepted: list[str] = Field(default_factory=list)
     #: (fact id, lease, reason)
     refused: list[tuple[str, str, str]] = Field(default_factory=list)
@@ -54,7 +64,7 @@ class Interest(Enum):
 class Subscribe(ActorMessage):
     """Tell ``ref`` when the shared projection holds every fact (``CaughtUp``), then what it ``wants``."""
 
-    ref: Any
+    ref: Recipient
     #: What it is told of; everything unless it says (``CaughtUp`` comes in any case).
     wants: frozenset[Interest] = frozenset(Interest)
     #: Only facts and host events of these providers (plus global facts); None for all.
@@ -62,7 +72,7 @@ class Subscribe(ActorMessage):
 
 
 class Unsubscribe(ActorMessage):
-    ref: Any
+    ref: Recipient
 
 
 class Committed(ActorMessage):
@@ -106,25 +116,13 @@ class Review(ActorMessage):
     """Planner to budget: may these orders go out? Answered with ``Reviewed``."""
 
     orders: list[tuple[str, Order]]
-    reply_to: Any
+    reply_to: Recipient
 
 
 class Reviewed(ActorMessage):
     orders: list[tuple[str, Order]]
     #: (limit, detail) for every clamp.
     clamps: list[tuple[str, str]] = Field(default_factory=list)
-
-
-class Reconfigure(ActorMessage):
-    """A reloaded config for the actors that run on it (``provisioner/reload.py``).
-
-    ``config`` is a ``config.models.Config`` (typed loosely: the vocabulary
-    imports nothing above it). ``restart`` names the providers whose owner is
-    to be replaced rather than told (their script changed).
-    """
-
-    config: Any
-    restart: frozenset[str] = frozenset()
 
 
 class LeaseRevoked(ActorMessage):

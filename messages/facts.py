@@ -21,6 +21,7 @@ from pydantic import Field
 
 from messages.base import Model, built
 from messages.description import ProviderDescription, SupplyKind
+from messages.states import GrantState, InstanceState, RequestState
 
 SCHEMA_VERSION = 1
 
@@ -219,7 +220,7 @@ class RequestChanged(Model):
         "request_called_off",
     ]
     request_id: str
-    state: str
+    state: RequestState
     provider_request_id: str | None = None
     reason: str = ""
     #: Exit-code class of the script failure that caused it (transient, capacity, ...), or a use read's
@@ -236,7 +237,7 @@ class InstanceSeen(Model):
     name: str
     request_id: str = ""
     template: str | None = None
-    state: str = "provisioning"
+    state: InstanceState = "provisioning"
     launched_at: float | None = None
     private_ip: str | None = None
     #: Why it is recorded in this state (an orphan: what the search found).
@@ -246,26 +247,54 @@ class InstanceSeen(Model):
     node: str | None = None
 
 
+InstanceChangeKind = Literal[
+    "instance_provisioning",
+    "instance_running",
+    "instance_joined",
+    "instance_idle",
+    "instance_busy",
+    "instance_return_planned",
+    "instance_returning",
+    "instance_returned",
+    "instance_failed",
+    "instance_orphan_found",
+    "instance_lost",
+]
+
+#: The kind of the fact that moves an instance into each state: the one place a kind is derived from a
+#: state (``InstanceChanged.to``). ``requested`` has none: an instance starts in it by ``instance_seen``.
+INSTANCE_CHANGE: dict[str, InstanceChangeKind] = {
+    "provisioning": "instance_provisioning",
+    "running": "instance_running",
+    "joined": "instance_joined",
+    "idle": "instance_idle",
+    "busy": "instance_busy",
+    "return_planned": "instance_return_planned",
+    "returning": "instance_returning",
+    "returned": "instance_returned",
+    "failed": "instance_failed",
+    "orphaned": "instance_orphan_found",
+    "lost": "instance_lost",
+}
+
+
 class InstanceChanged(Model):
-    kind: Literal[
-        "instance_provisioning",
-        "instance_running",
-        "instance_joined",
-        "instance_idle",
-        "instance_busy",
-        "instance_return_planned",
-        "instance_returning",
-        "instance_returned",
-        "instance_failed",
-        "instance_orphan_found",
-        "instance_lost",
-    ]
+    """An instance moved to ``state``; its ``kind`` says the same, and ``to`` builds one from the state."""
+
+    kind: InstanceChangeKind
     machine_id: str
-    state: str
+    state: InstanceState
     request_id: str = ""
     reason: str = ""
     #: Seq of the host event that caused it, so a new owner skips events already applied.
     event_seq: int | None = None
+
+    @classmethod
+    def to(cls, state: InstanceState, machine_id: str, request_id: str = "", reason: str = "",
+           event_seq: int | None = None) -> "InstanceChanged":
+        """The fact that moves ``machine_id`` into ``state``, of the kind that state has."""
+        return cls(kind=INSTANCE_CHANGE[state], machine_id=machine_id, state=state, request_id=request_id,
+                   reason=reason, event_seq=event_seq)
 
 
 # --- a scheduler's named nodes ----------------------------------------------
@@ -320,7 +349,7 @@ class GrantChanged(Model):
     ]
     grant_id: str
     resource: str
-    state: str
+    state: GrantState
     #: Units the change is about: granted or found held (``granted``, ``orphan_found``), on their
     #: way back (``return_planned``, ``returning``), given back (``returned``, ``part_returned``).
     count: int = Field(default=0, ge=0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, field_validator, model_validator
+from pydantic import AliasChoices, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from messages.base import Lenient
 
@@ -120,20 +120,28 @@ class LsfAccepted(Lenient):
 
 
 class LsfMachine(Lenient):
-    """A machine in getRequestStatus (and in the v2 ``list`` answer)."""
+    """A machine in getRequestStatus (and in the v2 ``list`` answer).
 
-    machine_id: Text = Field(alias="machineId", min_length=1)
-    name: Text = ""
+    Read as often as any document (a ``list`` of 100,000 machines at start-up), so its text fields take
+    numbers and ``null`` in pydantic's own code rather than through ``Text``'s Python function: numbers
+    become strings here (``coerce_numbers_to_str``), and ``null`` stays ``None`` for ``contract._machine``
+    to turn into ``""`` (a name) or ``""`` into ``None`` (an address), as ``Text`` and ``OptText`` do.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True, coerce_numbers_to_str=True)
+
+    machine_id: str = Field(alias="machineId", min_length=1)
+    name: str | None = ""
     result: Annotated[Literal["executing", "succeed", "fail"], BeforeValidator(_lower)] = "executing"
-    status: Text = ""
-    private_ip: OptText = Field(default=None, alias="privateIpAddress")
-    public_ip: OptText = Field(default=None, alias="publicIpAddress")
+    status: str | None = ""
+    private_ip: str | None = Field(default=None, alias="privateIpAddress")
+    public_ip: str | None = Field(default=None, alias="publicIpAddress")
     launch_time: Annotated[float | None, BeforeValidator(_epoch)] = Field(
         default=None, validation_alias=AliasChoices("launchtime", "launchTime")
     )
-    message: Text = ""
+    message: str | None = ""
     #: v2 ``list`` only: the template the machine was started from, when the provider knows it.
-    template: OptText = Field(default=None, validation_alias=AliasChoices("templateId", "template"))
+    template: str | None = Field(default=None, validation_alias=AliasChoices("templateId", "template"))
 
 
 class LsfRequest(Lenient):

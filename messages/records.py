@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from messages.description import ProviderDescription
 from messages.facts import Decision, Order
-from messages.states import INSTANCE, History
+from messages.states import INSTANCE, GrantState, History, InstanceState, RequestState
 
 
 @dataclass(slots=True)
@@ -66,7 +66,7 @@ class RequestRecord:
     seq: int = 0
 
     @property
-    def state(self) -> str:
+    def state(self) -> RequestState:
         return self.history.state or "planned"
 
 
@@ -106,7 +106,7 @@ class InstanceRecord:
         return self.node or self.name
 
     @property
-    def state(self) -> str:
+    def state(self) -> InstanceState:
         return self.history.state or "requested"
 
     @property
@@ -152,7 +152,7 @@ class GrantRecord:
     reason: str = ""
 
     @property
-    def state(self) -> str:
+    def state(self) -> GrantState:
         return self.history.state or "requested"
 
     @property

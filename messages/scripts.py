@@ -38,9 +38,13 @@ class Machine(Model):
     template: str | None = None
 
 
-class RequestState(Model):
+#: What a status call says of a request (the script contract's words, not the request's states).
+Status = Literal["running", "complete", "complete_with_error"]
+
+
+class RequestStatus(Model):
     request_id: str
-    status: Literal["running", "complete", "complete_with_error"]
+    status: Status
     message: str = ""
     machines: list[Machine] = Field(default_factory=list)
     #: Units providers: how many units this request holds now.
@@ -55,7 +59,7 @@ class Accepted(Model):
 
 
 class StatusReport(Model):
-    requests: list[RequestState] = Field(default_factory=list)
+    requests: list[RequestStatus] = Field(default_factory=list)
 
 
 class HeldGrant(Model):

@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
+
+#: Each machine's states, named once. The tables below are written in them (``NAMED`` holds each table to
+#: its names, checked when this module loads), and facts type their ``state`` with them, so a fact naming a
+#: state its machine lacks is refused as it is read, not found later by a projection.
+RequestState = Literal["planned", "submitted", "running", "complete", "complete_with_error", "failed", "timed_out",
+                       "called_off"]
+InstanceState = Literal["requested", "provisioning", "running", "joined", "idle", "busy", "return_planned",
+                        "returning", "returned", "failed", "orphaned", "lost"]
+GrantState = Literal["requested", "granted", "return_planned", "returning", "returned", "failed", "orphaned"]
 
 
 class IllegalTransition(ValueError):
@@ -258,29 +267,52 @@ GRANT = StateMachine(
 )
 
 
+#: Each table and the names of its states.
+NAMED: tuple[tuple[StateMachine, Any], ...] = ((REQUEST, RequestState), (INSTANCE, InstanceState), (GRANT, GrantState))
+
+
+def check_named(machine: StateMachine, names: Any) -> None:
+    """A table and its names agree, edges included: a state added to one and not the other, or an edge to a
+    state nobody named, fails at import (below), where the mistake is made."""
+    named = frozenset(get_args(names))
+    used = machine.states | machine.initial | machine.terminal | frozenset(machine.edges)
+    used |= frozenset(dst for dsts in machine.edges.values() for dst in dsts)
+    if used != named:
+        raise ValueError(f"{machine.name} states {sorted(used ^ named)} are in its table or its names, not both")
+
+
+for _machine, _names in NAMED:
+    check_named(_machine, _names)
+
+
 # --- groups of states that decisions name --------------------------------------------
 # Declared here, beside the tables, so that what a state means to an owner is read in one place.
 
 #: Requests being worked on at the provider: their status is polled (their restart rule).
 POLLED = frozenset(s for s, rule in REQUEST.on_restart.items() if rule is OnRestart.POLL)
 #: Instances on their way up: their request's status says how they come along.
-COMING = frozenset({"requested", "provisioning"})
+COMING: frozenset[InstanceState] = frozenset({"requested", "provisioning"})
 #: Instances up or coming up but not in the cluster yet: each should join within join_timeout.
-AWAITING_JOIN = frozenset({"provisioning", "running"})
+AWAITING_JOIN: frozenset[InstanceState] = frozenset({"provisioning", "running"})
 #: Hosts in the cluster, serving it: joined, then idle or busy.
-SERVING = frozenset({"joined", "idle", "busy"})
+SERVING: frozenset[InstanceState] = frozenset({"joined", "idle", "busy"})
 #: Instances the provider must still hold for us: one its list no longer shows is lost.
-HELD = frozenset({"running", "joined", "idle", "busy"})
+HELD: frozenset[InstanceState] = frozenset({"running", "joined", "idle", "busy"})
 #: Instances on their way back: what the provider says of them is the return's to settle.
-RETURNING = frozenset({"return_planned", "returning"})
+RETURNING: frozenset[InstanceState] = frozenset({"return_planned", "returning"})
 #: Instances from which a return may be planned.
 RETURNABLE = frozenset(s for s, dsts in INSTANCE.edges.items() if "return_planned" in dsts)
 #: Instances an owner gives back on its own, once what left them there has ended.
-LEFT_BEHIND = frozenset({"return_planned", "failed", "orphaned"})
+LEFT_BEHIND: frozenset[InstanceState] = frozenset({"return_planned", "failed", "orphaned"})
 #: Grants whose units may be given back: lent to us, or held at the provider under no fact.
-GIVABLE = frozenset({"granted", "orphaned"})
+GIVABLE: frozenset[GrantState] = frozenset({"granted", "orphaned"})
 #: Grants whose units count in the resource's borrowed total (and cost).
-BORROWED = frozenset({"granted", "return_planned", "returning"})
+BORROWED: frozenset[GrantState] = frozenset({"granted", "return_planned", "returning"})
+
+for _group, _machine in ((COMING, INSTANCE), (AWAITING_JOIN, INSTANCE), (SERVING, INSTANCE), (HELD, INSTANCE),
+                         (RETURNING, INSTANCE), (LEFT_BEHIND, INSTANCE), (GIVABLE, GRANT), (BORROWED, GRANT)):
+    if not _group <= _machine.states:
+        raise ValueError(f"a group of {_machine.name} states names {sorted(_group - _machine.states)}, not its states")
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Container, Iterable
 
+from messages.demand import HostEventKind
 from messages.facts import InstanceChanged, Payload
 from messages.records import InstanceRecord
-from messages.states import AWAITING_JOIN, INSTANCE
+from messages.states import AWAITING_JOIN, INSTANCE, InstanceState
 from owner.effects import NOTHING, Effects, Notes, OrderTaken, ReturnPlanned, write
 from owner.settings import OwnerSettings
 from state.projection import Projection
 
 #: (the host's record, the event, the event's seq in the controller: None when it has none)
-HostEvent = tuple[InstanceRecord, str, "int | None"]
+HostEvent = tuple[InstanceRecord, HostEventKind, "int | None"]
 
 
 def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host event",
@@ -27,18 +28,17 @@ def host_events(s: OwnerSettings, events: Iterable[HostEvent], said: str = "host
     written moves to ``return_planned`` (``being_returned``): read against the
     state it leaves, it would be written after the return, a step the table refuses.
     """
-    expected: dict[str, str] = {}
+    expected: dict[str, InstanceState] = {}
     payloads: list[Payload] = []
     for inst, event, seq in events:
         if inst.machine_id in being_returned:
             continue
         state = expected.get(inst.machine_id, inst.state)
-        steps = ["joined", event] if state == "provisioning" and event in ("idle", "busy") else [event]
+        steps: list[InstanceState] = ["joined", event] if state == "provisioning" and event != "joined" else [event]
         for step in steps:
             if step == state or not INSTANCE.allowed(state, step):
                 continue
-            payloads.append(InstanceChanged(kind=f"instance_{step}", machine_id=inst.machine_id, state=step,
-                                            reason=f"{said} {event}", event_seq=seq))
+            payloads.append(InstanceChanged.to(step, inst.machine_id, reason=f"{said} {event}", event_seq=seq))
             state = step
         expected[inst.machine_id] = state
     return write(Notes("host-events"), payloads)
@@ -71,6 +71,6 @@ def watch_joins(p: Projection, s: OwnerSettings, now: float, busy: Collection[ob
         if node is not None and node.join_timeout is not None and node.join_timeout < limit:
             limit, what = node.join_timeout, f"the scheduler's wait for node {node.name}"
         if now - inst.seen_at > limit:
-            payloads.append(InstanceChanged(kind="instance_orphan_found", machine_id=inst.machine_id,
-                                            state="orphaned", reason=f"never joined within {what} {limit:.0f}s"))
+            payloads.append(InstanceChanged.to("orphaned", inst.machine_id,
+                                               reason=f"never joined within {what} {limit:.0f}s"))
     return write(Notes("join-timeouts"), payloads)

@@ -29,9 +29,9 @@ def poll(p: Projection, s: OwnerSettings, busy: Collection[object]) -> Effects:
         if req.provider_request_id and req.state in POLLED:
             ids[req.provider_request_id] = req.id
     for inst in p.instances_in(*COMING, provider=s.name):
-        req = p.requests.get(inst.request_id)
-        if req is not None and req.provider_request_id:
-            ids[req.provider_request_id] = req.id
+        its = p.requests.get(inst.request_id)
+        if its is not None and its.provider_request_id:
+            ids[its.provider_request_id] = its.id
     if not ids:
         return NOTHING
     return Effects(calls=(Call(Poll(ids), "status", {"requests": [{"requestId": pid} for pid in ids]}),))

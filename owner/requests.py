@@ -25,7 +25,7 @@ from messages.facts import (
 )
 from messages.records import GrantRecord, OrderRecord, RequestRecord
 from messages.scripts import Accepted, ScriptResult, Usage
-from messages.states import LEFT_BEHIND, REQUEST, RETURNABLE, RETURNING, OnRestart
+from messages.states import GIVABLE, LEFT_BEHIND, REQUEST, RETURNABLE, GrantState, OnRestart
 from owner.calls import Call, Carry, CheckUse
 from owner.effects import NOTHING, Effects, OrderTaken, RequestSettled, ReturnPlanned, UsageSeen, note, write
 from owner.returns import return_intent, return_lost
@@ -215,11 +215,11 @@ def use_checked(p: Projection, s: OwnerSettings, purpose: CheckUse, result: Scri
         "warning", f"provider {s.name}: return {req.id} {why}")
 
 
-def _before_return(g: GrantRecord) -> str:
+def _before_return(g: GrantRecord) -> GrantState:
     """What a grant was before its returns began: granted, or an orphan."""
     for change in reversed(g.history.changes):
-        if change.state not in RETURNING:
-            return change.state
+        if change.state in GIVABLE:
+            return "orphaned" if change.state == "orphaned" else "granted"
     return "granted"
 
 
@@ -247,8 +247,7 @@ def carried(p: Projection, s: OwnerSettings, request_id: str, result: ScriptResu
         payloads: list[Payload] = [RequestChanged(kind="request_submitted", request_id=req.id, state="submitted",
                                                   provider_request_id=result.output.provider_request_id)]
         if req.action == "return" and req.supply == "hosts":
-            payloads += [InstanceChanged(kind="instance_returning", machine_id=m, state="returning",
-                                         request_id=req.id)
+            payloads += [InstanceChanged.to("returning", m, request_id=req.id)
                          for m in req.machines if (i := p.instances.get(f"{s.name}/{m}")) is not None
                          and i.state == "return_planned"]
         elif req.action == "return":
@@ -324,7 +323,7 @@ def call_off(p: Projection, s: OwnerSettings, req: RequestRecord, busy: Collecti
         "warning", f"provider {s.name}: request {req.id} {reason}")
 
 
-def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason: str,
+def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: Literal["failed", "timed_out"], reason: str,
          outcome: str | None, busy: Collection[object] = (),
          level: Literal["warning", "error"] = "warning") -> Effects:
     """A request ends ``failed`` or ``timed_out``, with what it leaves behind.
@@ -334,7 +333,8 @@ def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason
     completed leaves its hosts and grants orphaned (a partial return's grant
     stays granted).
     """
-    kind = "request_failed" if state == "failed" else "request_timed_out"
+    kind: Literal["request_failed", "request_timed_out"] = \
+        "request_failed" if state == "failed" else "request_timed_out"
     payloads: list[Payload] = [RequestChanged(kind=kind, request_id=req.id, state=state, reason=reason,
                                               outcome=outcome)]
     lost_track = state == "timed_out"
@@ -346,8 +346,7 @@ def fail(p: Projection, s: OwnerSettings, req: RequestRecord, state: str, reason
                 state="orphaned" if lost_track else "failed", request_id=req.id, reason=reason))
     elif req.action == "return" and lost_track:
         why = f"its return {req.id} never completed"
-        payloads += [InstanceChanged(kind="instance_orphan_found", machine_id=m, state="orphaned",
-                                     request_id=req.id, reason=why)
+        payloads += [InstanceChanged.to("orphaned", m, request_id=req.id, reason=why)
                      for m in req.machines if (i := p.instances.get(f"{s.name}/{m}")) is not None
                      and i.return_request_id == req.id and i.state in ("return_planned", "returning")]
         payloads += [return_lost(p.grants[g], req.id, why)

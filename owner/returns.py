@@ -27,8 +27,7 @@ def return_intent(grants: Mapping[str, GrantRecord], machines: list[str], parts:
     if machines:
         return [
             RequestPlanned(action="return", supply="hosts", order_id=order_id, count=len(machines), machines=machines),
-            *(InstanceChanged(kind="instance_return_planned", machine_id=m, state="return_planned",
-                              request_id=request_id, reason=reason) for m in machines),
+            *(InstanceChanged.to("return_planned", m, request_id=request_id, reason=reason) for m in machines),
         ]
     resource = grants[next(iter(parts))].resource
     return [

@@ -93,10 +93,9 @@ def listed(p: Projection, s: OwnerSettings, started: float, result: ScriptResult
         first, misses = missing.get(inst.machine_id, (started, 0))
         missing[inst.machine_id] = (first, misses + 1)
         if misses + 1 >= MISSES_TO_LOSE and now - first >= s.policy.lost_after:
-            payloads.append(InstanceChanged(
-                kind="instance_lost", machine_id=inst.machine_id, state="lost",
-                reason=f"no longer listed by the provider since {misses + 1} lists over "
-                       f"{now - first:.0f}s"))
+            payloads.append(InstanceChanged.to("lost", inst.machine_id,
+                                               reason=f"no longer listed by the provider since {misses + 1} lists over "
+                                                      f"{now - first:.0f}s"))
             del missing[inst.machine_id]
     for g in held.grants:
         payloads += _listed_grant(p, s, g, started, now)
@@ -113,15 +112,15 @@ def _listed_again(p: Projection, s: OwnerSettings, machines: Iterable[Machine], 
             continue
         if inst.state == "lost":
             if inst.host in in_cluster:
-                out.append(InstanceChanged(kind="instance_joined", machine_id=m.machine_id, state="joined",
-                                           reason="listed again by the provider, and in the scheduler's view: "
-                                                  "adopted back"))
+                out.append(InstanceChanged.to("joined", m.machine_id,
+                                              reason="listed again by the provider, and in the scheduler's view: "
+                                                     "adopted back"))
             else:
-                out.append(InstanceChanged(kind="instance_orphan_found", machine_id=m.machine_id, state="orphaned",
-                                           reason="listed again by the provider after it was declared lost"))
+                out.append(InstanceChanged.to("orphaned", m.machine_id,
+                                              reason="listed again by the provider after it was declared lost"))
         elif inst.state == "returned" and now - (inst.ended_at or now) >= s.policy.return_grace:
-            out.append(InstanceChanged(
-                kind="instance_orphan_found", machine_id=m.machine_id, state="orphaned",
+            out.append(InstanceChanged.to(
+                "orphaned", m.machine_id,
                 reason=f"still listed by the provider {now - (inst.ended_at or now):.0f}s after its return "
                        f"{inst.return_request_id} completed: the provider and the facts disagree"))
     return out
@@ -179,8 +178,8 @@ def reclaimed(p: Projection, s: OwnerSettings, result: ScriptResult) -> Effects:
         # A host we are giving back is the return's to settle: the provider taking it is no loss.
         if inst is not None and inst.state not in INSTANCE.terminal and inst.state not in RETURNING \
                 and INSTANCE.allowed(inst.state, "lost"):
-            payloads.append(InstanceChanged(kind="instance_lost", machine_id=inst.machine_id, state="lost",
-                                            reason="taken back by the provider"))
+            payloads.append(InstanceChanged.to("lost", inst.machine_id,
+                                               reason="taken back by the provider"))
     return write(Notes("reclaims"), payloads)
 
 
@@ -201,8 +200,8 @@ def _unknown_machines(p: Projection, s: OwnerSettings, machines: Iterable[Machin
         inst = p.instances.get(f"{s.name}/{m.machine_id}")
         if inst is not None:
             if inst.state == "failed" and m.result != "fail":
-                out.append(InstanceChanged(kind="instance_orphan_found", machine_id=m.machine_id, state="orphaned",
-                                           reason="recorded as failed, yet the provider still holds it"))
+                out.append(InstanceChanged.to("orphaned", m.machine_id,
+                                              reason="recorded as failed, yet the provider still holds it"))
             continue
         first = since.setdefault(m.machine_id, now)
         if unresolved and now - first < s.policy.request_timeout:

@@ -7,15 +7,16 @@ from typing import Any
 
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, Payload, RequestChanged
 from messages.records import GrantRecord, InstanceRecord, RequestRecord
-from messages.states import INSTANCE, REQUEST
+from messages.scripts import Status
+from messages.states import INSTANCE, REQUEST, InstanceState
 from owner.returns import given_back
 
 #: A machine's result in a status answer, as an instance state.
-RESULT_STATE = {"executing": "provisioning", "succeed": "running", "fail": "failed"}
+RESULT_STATE: dict[str, InstanceState] = {"executing": "provisioning", "succeed": "running", "fail": "failed"}
 
 
 def status_facts(provider: str, instances: Mapping[str, InstanceRecord], grants: Mapping[str, GrantRecord],
-                 req: RequestRecord, status: str, message: str, machines: Sequence[Any],
+                 req: RequestRecord, status: Status, message: str, machines: Sequence[Any],
                  granted: int | None) -> list[Payload]:
     """What one request's status says: its machines or grant, then the request itself.
 
@@ -48,7 +49,7 @@ def status_facts(provider: str, instances: Mapping[str, InstanceRecord], grants:
         return out
     if status == "running" and req.state == "submitted":
         out.append(RequestChanged(kind="request_status", request_id=req.id, state="running", reason=message))
-    elif status in ("complete", "complete_with_error"):
+    elif status != "running":
         out.append(RequestChanged(kind="request_completed", request_id=req.id, state=status, reason=message))
     return out
 
@@ -66,8 +67,8 @@ def _machines(provider: str, instances: Mapping[str, InstanceRecord], req: Reque
                                     private_ip=getattr(m, "private_ip", None), node=nodes.get(m.machine_id)))
         elif inst.state != state and INSTANCE.allowed(inst.state, state) and inst.state in (
                 "requested", "provisioning"):
-            out.append(InstanceChanged(kind=f"instance_{state}", machine_id=m.machine_id, state=state,
-                                       request_id=req.id, reason=getattr(m, "message", "")))
+            out.append(InstanceChanged.to(state, m.machine_id,
+                                          request_id=req.id, reason=getattr(m, "message", "")))
     return out
 
 
@@ -107,10 +108,10 @@ def _returned_machines(provider: str, instances: Mapping[str, InstanceRecord], r
             continue
         m = results.get(machine_id)
         if (m is not None and m.result == "succeed") or (m is None and status == "complete"):
-            out.append(InstanceChanged(kind="instance_returned", machine_id=machine_id, state="returned",
-                                       request_id=req.id))
+            out.append(InstanceChanged.to("returned", machine_id,
+                                          request_id=req.id))
         elif (m is not None and m.result == "fail") or status == "complete_with_error":
-            out.append(InstanceChanged(kind="instance_return_planned", machine_id=machine_id, state="return_planned",
-                                       request_id=req.id,
-                                       reason=(getattr(m, "message", "") if m else message) or "return failed"))
+            out.append(InstanceChanged.to("return_planned", machine_id,
+                                          request_id=req.id,
+                                          reason=(getattr(m, "message", "") if m else message) or "return failed"))
     return out

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Literal
 
 from messages.demand import SupplySnapshot
 from messages.facts import InstanceChanged, Payload
 from messages.states import INSTANCE, SERVING
 from owner.effects import NOTHING, Effects, Notes, write
-from owner.hosts import being_returned, host_events
+from owner.hosts import HostEvent, being_returned, host_events
 from owner.settings import OwnerSettings
 from state.projection import Projection
 
@@ -33,7 +34,7 @@ class Unlisted:
     since: dict[str, float] = field(default_factory=dict)
 
 
-def hosts_of(s: OwnerSettings, view: SupplySnapshot | None) -> dict[str, str]:
+def hosts_of(s: OwnerSettings, view: SupplySnapshot | None) -> dict[str, Literal["idle", "busy"]]:
     """The view's hosts of this provider: name -> idle or busy (the journal names each host's provider)."""
     if view is None:
         return {}
@@ -49,7 +50,7 @@ def correct(p: Projection, s: OwnerSettings, view: SupplySnapshot, now: float,
     listed = hosts_of(s, view)
     by_name = p.live_by_name(s.name)
     returning = being_returned(p, busy)
-    events = [(inst, state, None) for name, state in listed.items()
+    events: list[HostEvent] = [(inst, state, None) for name, state in listed.items()
               if (inst := by_name.get(name)) is not None and inst.state != state
               and inst.state not in ("return_planned", "returning")]
     fx = host_events(s, events, said="the scheduler's view says", being_returned=returning)
@@ -65,10 +66,9 @@ def correct(p: Projection, s: OwnerSettings, view: SupplySnapshot, now: float,
             continue
         why = f"not in the scheduler's view for {now - first:.0f}s (unlisted_grace)"
         if s.policy.orphans == "report":
-            payloads.append(InstanceChanged(kind="instance_orphan_found", machine_id=inst.machine_id,
-                                            state="orphaned", reason=why))
+            payloads.append(InstanceChanged.to("orphaned", inst.machine_id, reason=why))
             del since[inst.machine_id]
         elif inst.state != "idle" and INSTANCE.allowed(inst.state, "idle"):
-            payloads.append(InstanceChanged(kind="instance_idle", machine_id=inst.machine_id, state="idle",
-                                            reason=why))
+            payloads.append(InstanceChanged.to("idle", inst.machine_id,
+                                               reason=why))
     return fx + (write(Notes("host-events"), payloads) if payloads else NOTHING), Unlisted(since)

@@ -100,9 +100,9 @@ def going_back(p: Projection, busy: Collection[object], resource: str | None = N
 
 
 def _changed(p: Projection, s: OwnerSettings, grants: Iterable[GrantRecord],
-             going: Mapping[str, int]) -> list[Payload]:
+             going: Mapping[str, int]) -> list[ResourceTotalChanged]:
     grants = list(grants)
-    out: list[Payload] = []
+    out: list[ResourceTotalChanged] = []
     for res in s.resources:
         borrowed = _borrowed(grants, res.name, going)
         rec = p.resources.get(res.name)

@@ -20,7 +20,7 @@ import orjson
 from pydantic import Field, ValidationError, model_validator
 
 from config.models import ProviderConfig
-from messages.base import Model
+from messages.base import Model, made
 from messages.description import ProviderDescription, SupplyKind, Template
 from messages.lsf import (
     HoldingsDoc,
@@ -41,7 +41,7 @@ from messages.scripts import (
     Outcome,
     Reclaim,
     Reclaims,
-    RequestState,
+    RequestStatus,
     ScriptOutput,
     StatusReport,
     Usage,
@@ -386,16 +386,19 @@ def _accepted(data: dict[str, Any]) -> Accepted:
 
 
 def _machine(m: LsfMachine) -> Machine:
-    return Machine(
+    # Made, not validated again: every field was checked as the script printed it (``LsfMachine``), into
+    # the very types ``Machine`` holds; a list of 100,000 machines at start-up paid for both.
+    return made(
+        Machine,
         machine_id=m.machine_id,
-        name=m.name,
+        name=m.name or "",
         result=m.result,
-        status=m.status,
-        private_ip=m.private_ip,
-        public_ip=m.public_ip,
+        status=m.status or "",
+        private_ip=m.private_ip or None,
+        public_ip=m.public_ip or None,
         launched_at=m.launch_time,
-        message=m.message,
-        template=m.template,
+        message=m.message or "",
+        template=m.template or None,
     )
 
 
@@ -403,7 +406,7 @@ def _status(data: dict[str, Any]) -> StatusReport:
     doc = _validate(LsfStatus, data)
     return StatusReport(
         requests=[
-            RequestState(
+            RequestStatus(
                 request_id=r.request_id,
                 status=r.status,
                 message=r.message,

@@ -6,12 +6,14 @@ priority that a generic script cannot know.
 
 from __future__ import annotations
 
+from typing import Any
+
 from config.models import ProviderConfig
 from messages.description import ProviderDescription
 
 
 def merge_description(cfg: ProviderConfig, described: ProviderDescription | None) -> ProviderDescription:
-    base = described.model_dump() if described is not None else {"kind": cfg.kind}
+    base: dict[str, Any] = described.model_dump() if described is not None else {"kind": cfg.kind}
     base["name"] = cfg.name
     base["kind"] = cfg.kind
     o = cfg.describe

@@ -251,7 +251,7 @@ def main(argv: Optional[list] = None) -> int:
         return CONFIG
     runs = Runs(wrapped, dict(os.environ))
     try:
-        return serve(runs.call, ACTIONS, log=lambda line: sys.stderr.write(f"{NAME}: {line}\n"))
+        return serve(runs.call, ACTIONS, log=lambda line: print(f"{NAME}: {line}", file=sys.stderr))
     finally:
         runs.stop()
         try:

@@ -15,6 +15,7 @@ stop) are results, never exceptions, so the caller's bookkeeping cannot miss one
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import logging
 import math
@@ -233,7 +234,7 @@ class ScriptRunner:
             while not self._jobs.empty():
                 job = self._jobs.get_nowait()
                 self._turns += 1
-                self.pool.put(lambda job=job: self._turn(job))
+                self.pool.put(functools.partial(self._turn, job))
         if kill:
             for proc in running:
                 proc.stopped = True

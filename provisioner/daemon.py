@@ -45,9 +45,9 @@ from actors.journal import Feed, JournalActor
 from actors.lease import LeaseActor
 from actors.provider import CallsFactory
 from actors.pumps import Tailer, Ticker
+from actors.reconfigure import Reconfigure
 from actors.script_calls import ScriptCalls
 from config.models import Config, ProviderConfig
-from messages.commands import Reconfigure
 from messages.facts import Fact
 from owner.calls import OnDone
 from persistence.controller import open_controller, patiently

@@ -21,7 +21,7 @@ from messages.scripts import (
     Machine,
     Reclaim,
     Reclaims,
-    RequestState,
+    RequestStatus,
     ScriptOutput,
     ScriptResult,
     StatusReport,
@@ -143,7 +143,7 @@ class SimCalls:
             if st is None:
                 continue
             states.append(made(
-                RequestState, request_id=pid, status=st.status, message=st.message,
+                RequestStatus, request_id=pid, status=st.status, message=st.message,
                 machines=[self._machine(m) for m in st.machines],
                 granted=st.granted if self.cloud.desc.kind == "units" else None))
         return made(StatusReport, requests=states)

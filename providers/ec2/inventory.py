@@ -115,5 +115,5 @@ def spot_notices(clients: Clients, spot: dict[str, str]) -> list[tuple[str, floa
         if isinstance(noticed, datetime):
             grace = max(0.0, SPOT_NOTICE_S - (clients.clock() - noticed.timestamp()))
         said = f"spot interruption: {status.get('Code')}: {status.get('Message', '')}".rstrip(": ")
-        out.append((mid, round(grace), said))
+        out.append((mid, float(round(grace)), said))
     return out

@@ -24,7 +24,9 @@ from providers.flexlm.lmutil import LmstatReader
 from providers.flexlm.settings import Settings
 
 Doc = dict[str, Any]
+#: An action that reads the license server only, and one that needs the pool's ledger too.
 Action = Callable[[Settings, "Ledger | None", LmstatReader, Doc], Doc]
+LedgerAction = Callable[[Settings, Ledger, LmstatReader, Doc], Doc]
 
 
 def describe(settings: Settings, ledger: Ledger | None, read: LmstatReader, doc: Doc) -> Doc:
@@ -129,14 +131,9 @@ def _returned(ret: Return) -> str:
     return f"returned {ret.returned} of {ret.asked} {ret.resource}: the named grants hold no more"
 
 
-ACTIONS: dict[str, Action] = {
-    "describe": describe,
-    "usage": usage,
-    "request": request,
-    "return": give_back,
-    "status": status,
-    "list": holdings,
-    "reclaims": reclaims,
-}
-#: Actions that read or write the ledger; the others never open it.
-LEDGER_ACTIONS = frozenset({"request", "return", "status", "list"})
+#: Actions that never open the ledger.
+PLAIN_ACTIONS: dict[str, Action] = {"describe": describe, "usage": usage, "reclaims": reclaims}
+#: Actions that read or write the ledger.
+LEDGER_ACTIONS: dict[str, LedgerAction] = {"request": request, "return": give_back, "status": status, "list": holdings}
+#: Every action's name, in the order the usage line gives them.
+ACTIONS = ("describe", "usage", "request", "return", "status", "list", "reclaims")

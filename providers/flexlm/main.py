@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from providers.flexlm import settings as settings_file
-from providers.flexlm.actions import ACTIONS, LEDGER_ACTIONS
+from providers.flexlm.actions import ACTIONS, LEDGER_ACTIONS, PLAIN_ACTIONS
 from providers.flexlm.errors import BadInput, BadUsage, ProviderError
 from providers.flexlm.ledger import open_ledger
 from providers.flexlm.lmutil import lmstat_reader
@@ -43,11 +43,11 @@ def run(argv: list[str], environ: dict[str, str]) -> dict[str, Any]:
         doc = {**doc, "token": environ["PROVISIONER_TOKEN"]}
     settings = settings_file.load(environ)
     read = lmstat_reader(settings.lmutil, environ)
-    if action not in LEDGER_ACTIONS:
-        return ACTIONS[action](settings, None, read, doc)
+    if action in PLAIN_ACTIONS:
+        return PLAIN_ACTIONS[action](settings, None, read, doc)
     ledger = open_ledger(settings.ledger)
     try:
-        return ACTIONS[action](settings, ledger, read, doc)
+        return LEDGER_ACTIONS[action](settings, ledger, read, doc)
     finally:
         ledger.close()
 

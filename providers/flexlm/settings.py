@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -156,9 +157,9 @@ class Settings(_Strict):
         raise ConfigError(f"no feature is lent as resource {resource!r} (settings features: {known})")
 
 
-def load(environ: dict[str, str] | None = None) -> Settings:
-    environ = os.environ if environ is None else environ
-    name = environ.get(ENV, "")
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    env: Mapping[str, str] = os.environ if environ is None else environ
+    name = env.get(ENV, "")
     if not name:
         raise ConfigError(f"{ENV} is not set: it names the provider's settings file")
     path = Path(name)

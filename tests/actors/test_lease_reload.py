@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from actors.lease import LeaseActor, Revocation
+from actors.reconfigure import Reconfigure
 from config.models import Config
 from lease.port import Lease
-from messages.commands import Reconfigure
 from state.shared import SharedProjection
 from tests.support.lease_world import Recorder
 

@@ -6,14 +6,14 @@ from pydantic import ValidationError
 from messages.base import copied, made
 from messages.demand import HostItem
 from messages.facts import Fact, InstanceChanged, make_fact
-from messages.scripts import Machine, RequestState, ScriptResult, StatusReport
+from messages.scripts import Machine, RequestStatus, ScriptResult, StatusReport
 
 
 def test_a_made_document_equals_the_validated_one_and_dumps_the_same():
     machine = dict(machine_id="m-1", name="h1", result="succeed", status="", private_ip=None, public_ip=None,
                    launched_at=12.5, message="", template="small")
     state = dict(request_id="r-1", status="complete", message="", granted=None)
-    ours = made(StatusReport, requests=[made(RequestState, machines=[made(Machine, **machine)], **state)])
+    ours = made(StatusReport, requests=[made(RequestStatus, machines=[made(Machine, **machine)], **state)])
     theirs = StatusReport.model_validate({"requests": [{**state, "machines": [machine]}]})
     assert ours == theirs
     assert ours.model_dump() == theirs.model_dump()
@@ -26,7 +26,7 @@ def test_a_document_missing_a_field_is_refused_not_left_without_its_default():
     with pytest.raises(TypeError, match="ScriptResult made with fields"):
         made(ScriptResult, provider="p", action="status", outcome="ok")
     with pytest.raises(TypeError, match="stray"):
-        made(RequestState, request_id="r", status="running", message="", machines=[], granted=None, stray=1)
+        made(RequestStatus, request_id="r", status="running", message="", machines=[], granted=None, stray=1)
 
 
 def test_make_fact_gives_the_fact_validation_gives():

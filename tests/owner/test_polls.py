@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, RequestChanged, RequestPlanned
-from messages.scripts import Machine, RequestState, StatusReport
+from messages.scripts import Machine, RequestStatus, StatusReport
 from owner.calls import Poll
 from owner.effects import Notes
 from owner.polls import poll, polled
@@ -19,7 +19,7 @@ SUBMITTED = [("r", RequestPlanned(action="request", supply="hosts", template="t"
 
 
 def status(pid: str, state: str, machines=(), granted=None, message="") -> object:
-    return result("status", output=StatusReport(requests=[RequestState(
+    return result("status", output=StatusReport(requests=[RequestStatus(
         request_id=pid, status=state, machines=list(machines), granted=granted, message=message)]))
 
 

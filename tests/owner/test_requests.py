@@ -12,7 +12,7 @@ from messages.facts import (
     RequestChanged,
     RequestPlanned,
 )
-from messages.scripts import RequestState, StatusReport
+from messages.scripts import RequestStatus, StatusReport
 from owner.calls import Carry
 from owner.effects import OrderTaken, RequestSettled
 from owner.polls import polled
@@ -276,7 +276,7 @@ def test_a_return_that_makes_no_progress_backs_off_and_stops_after_a_bound(units
         commit(p, "p", carried(p, units, rid, accepted(f"ret-{attempt}", "return")), now)
         # The provider: "returned 0 of 3".
         commit(p, "p", polled(p, units, {f"ret-{attempt}": rid}, result("status", output=StatusReport(requests=[
-            RequestState(request_id=f"ret-{attempt}", status="complete_with_error", message="returned 0 of 3")]))),
+            RequestStatus(request_id=f"ret-{attempt}", status="complete_with_error", message="returned 0 of 3")]))),
                now)
         assert p.grants["tok-9"].returns == attempt
         wait = 0.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from messages.facts import GrantChanged, InstanceChanged, InstanceSeen, RequestChanged, RequestPlanned
-from messages.scripts import HeldGrant, Holdings, Machine, Reclaim, Reclaims, RequestState, StatusReport
+from messages.scripts import HeldGrant, Holdings, Machine, Reclaim, Reclaims, RequestStatus, StatusReport
 from owner.calls import CheckReclaims, List, ScanStatus
 from owner.requests import replan_returns
 from owner.scans import Sightings, listed, reclaimed, scan, scanned
@@ -121,7 +121,7 @@ def test_the_orphan_search_by_status_finds_machines_of_our_requests_unknown_to_t
                          (None, RequestChanged(kind="request_submitted", request_id="r", state="submitted",
                                                provider_request_id="req-1")),
                          (None, RequestChanged(kind="request_completed", request_id="r", state="complete"))])
-    answer = result("status", output=StatusReport(requests=[RequestState(
+    answer = result("status", output=StatusReport(requests=[RequestStatus(
         request_id="req-1", status="complete", machines=[Machine(machine_id="y", name="y", result="succeed")])]))
     fx, _ = scanned(p, lsf, answer, T0 + 9, Sightings())
     commit(p, "p", fx, T0 + 9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 
@@ -277,6 +278,32 @@ def test_lsf_status_quirks(tools):
         ("req-2", "running", []),
         ("req-3", "complete", []),
     ]
+
+
+def test_a_listed_machines_nulls_numbers_and_empty_strings_become_the_strict_shape():
+    raw = {"machines": [
+        {"machineId": "i-1", "name": None, "status": None, "message": 3.5, "privateIpAddress": "",
+         "publicIpAddress": None, "templateId": 7, "result": " Succeed ", "launchTime": "1700000000"},
+        {"machineId": 42},
+    ]}
+    first, second = parse_output("v2", "hosts", "list", raw, provider="p").machines
+    assert (first.name, first.status, first.message, first.private_ip, first.public_ip, first.template,
+            first.result, first.launched_at) == ("", "", "3.5", None, None, "7", "succeed", 1700000000.0)
+    assert (second.machine_id, second.name, second.result, second.template) == ("42", "", "executing", None)
+    # Made without a second validation: each is what validating its own fields gives.
+    for m in (first, second):
+        assert Machine.model_validate(m.model_dump()) == m
+
+
+@pytest.mark.parametrize(("machine", "message"), [
+    ({"machineId": None}, "machines[0].machineId: Input should be a valid string"),
+    ({"machineId": ""}, "machines[0].machineId: String should have at least 1 character"),
+    ({"machineId": "i-1", "name": True}, "machines[0].name: Input should be a valid string"),
+    ({"machineId": "i-1", "privateIpAddress": ["10.0.0.1"]}, "machines[0].privateIpAddress: Input should be"),
+])
+def test_a_listed_machine_of_the_wrong_shape_names_its_field(machine, message):
+    with pytest.raises(ContractError, match=re.escape(message)):
+        parse_output("v2", "hosts", "list", {"machines": [machine]}, provider="p")
 
 
 def test_status_of_a_return_request(tools):

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from messages.description import ProviderDescription, Template
-from messages.scripts import Accepted, HeldGrant, Holdings, Machine, RequestState, StatusReport
+from messages.scripts import Accepted, HeldGrant, Holdings, Machine, RequestStatus, StatusReport
 from providers.contract import ContractError
 from providers.environment import Scrubber
 from providers.output import ID_LIMIT, TEXT_LIMIT, cleaned
@@ -142,7 +142,7 @@ def test_every_string_of_every_answer_is_walked() -> None:
                                templates=[Template(id="t-1", max_number=1, attributes={"a": f"x{SECRET}"})])
     assert SECRET not in cleaned(desc, scrub).model_dump_json()
     assert cleaned(desc, scrub).region == REGION
-    plain = StatusReport(requests=[RequestState(request_id="r-1", status="running")])
+    plain = StatusReport(requests=[RequestStatus(request_id="r-1", status="running")])
     assert cleaned(plain, scrub) is plain, "an answer with nothing to change is handed on as it is"
     with pytest.raises(ContractError, match=r"^machines\[0\]\.machineId: 600 characters"):
         cleaned(Holdings(machines=[Machine(machine_id="m" * 600)]), scrub)
@@ -157,7 +157,7 @@ def test_every_string_of_every_answer_is_walked() -> None:
     (ProviderDescription(name="p", kind="hosts", zone=f"{SECRET}a"), "zone"),
     (ProviderDescription(name="p", kind="hosts", templates=[Template(id=f"t-{SECRET}", max_number=1)]),
      "templates[0].id"),
-    (StatusReport(requests=[RequestState(request_id="r", status="running",
+    (StatusReport(requests=[RequestStatus(request_id="r", status="running",
                                          machines=[Machine(machine_id="m", template=SECRET)])]),
      "requests[0].machines[0].template"),
 ])
@@ -175,7 +175,7 @@ def test_only_a_string_to_scrub_or_to_bound_makes_a_copy(secrets) -> None:
     machines = [Machine(machine_id=f"m{i}", name=f"h{i}", status="running", template="t") for i in range(50)]
     held = Holdings(machines=machines)
     assert cleaned(held, scrub) is held
-    wordy = StatusReport(requests=[RequestState(request_id="r", status="running", message="w" * (ID_LIMIT + 1))])
+    wordy = StatusReport(requests=[RequestStatus(request_id="r", status="running", message="w" * (ID_LIMIT + 1))])
     assert cleaned(wordy, scrub) is wordy, "free text longer than an identifier may be, within its own bound"
     long_id = Holdings(machines=[*machines, Machine(machine_id="m" * (ID_LIMIT + 1))])
     with pytest.raises(ContractError, match=r"^machines\[50\]\.machineId: "):

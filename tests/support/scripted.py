@@ -20,7 +20,7 @@ from messages.scripts import (
     Holdings,
     Machine,
     Reclaims,
-    RequestState,
+    RequestStatus,
     ScriptResult,
     StatusReport,
     Usage,
@@ -81,16 +81,16 @@ class ScriptedProvider:
                 else:
                     self.lent.pop(gid, None)
 
-    def _status(self, pid: str) -> RequestState:
+    def _status(self, pid: str) -> RequestStatus:
         action, doc = self.accepted[pid]
         token = doc["token"]
         if action == "request" and "template" in doc:
             machines = [Machine(machine_id=f"{token}-m{i}", name=f"{token}-h{i}", result="succeed")
                         for i in range(doc["count"])]
-            return RequestState(request_id=pid, status="complete", machines=machines)
+            return RequestStatus(request_id=pid, status="complete", machines=machines)
         if action == "request":
-            return RequestState(request_id=pid, status="complete", granted=doc["count"])
-        return RequestState(request_id=pid, status="complete")
+            return RequestStatus(request_id=pid, status="complete", granted=doc["count"])
+        return RequestStatus(request_id=pid, status="complete")
 
 
 class AnsweringCalls:

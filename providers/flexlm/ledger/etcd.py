@@ -24,6 +24,7 @@ import base64
 import json
 import random
 import time
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -56,8 +57,8 @@ class EtcdLedger:
         pool_key = self._key("pools", ask.pool)
         for _ in range(ATTEMPTS):
             live, ended, pool = self._one(self._read([grant_key, self._key("ended", ask.cluster, ask.token), pool_key]))
-            if live or ended:
-                return rules.same_borrow(records.grant_of(_doc(live or ended)), ask)
+            if (found := live or ended) is not None:
+                return rules.same_borrow(records.grant_of(_doc(found)), ask)
             view = _view(ask.pool, pool)
             n = size(view)
             grant = Grant(ask.cluster, ask.token, ask.pool, ask.resource, ask.count, n, n, dict(ask.tags), time.time())
@@ -76,10 +77,10 @@ class EtcdLedger:
         lease: str | None = None
         for _ in range(ATTEMPTS):
             grants_prefix = self._key("grants", ask.cluster, "")
-            existing, pool, held_kvs = self._read([return_key, pool_key, (grants_prefix, _prefix_end(grants_prefix))])
+            existing, pools, held_kvs = self._read([return_key, pool_key, (grants_prefix, _prefix_end(grants_prefix))])
             if existing:
                 return rules.same_return(records.return_of(_doc(existing[0])), ask)
-            pool = pool[0] if pool else None
+            pool = pools[0] if pools else None
             live = [g for g in map(records.grant_of, map(_doc, held_kvs)) if g.pool == ask.pool and g.count > 0]
             now = time.time()
             takes = rules.plan_return(live, ask)
@@ -175,7 +176,7 @@ def _view(pool: str, kv: dict[str, Any] | None) -> PoolView:
     return PoolView(pool, held, hosts)
 
 
-def _pool_doc(held: dict[str, int], hosts: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+def _pool_doc(held: Mapping[str, int], hosts: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
     return {"held": held, "hosts": {c: list(g) for c, g in hosts.items()}}
 
 
