@@ -22,7 +22,7 @@ from messages.demand import BundleItem, HostItem, UnitItem
 from messages.description import AttrValue, ProviderDescription, Template
 from messages.records import ProviderRecord
 from policy.explain import why_not
-from policy.matching import Selector
+from policy.matching import Selector, Serving, shape
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,8 @@ class Catalog:
         #: that weighs an item as the last one did gives the same decision again instead of making it anew.
         self.decided: dict[str, Any] = {}
         self._quotas: QuotaScopes | None = None
+        #: Per item shape, which templates can do its work (``serving``).
+        self._serving: dict[tuple, Serving] = {}
         #: The decisions' parts made so far (``policy.planning``'s chosen entries, rejections and candidates),
         #: shared by the rounds: they are frozen, and most rounds give the same ones again.
         self.made: Any = None
@@ -177,6 +179,15 @@ class Catalog:
         if self._quotas is None:
             self._quotas = quota_scopes(self.descriptions)
         return self._quotas
+
+    def serving(self, item: HostItem | BundleItem) -> Serving:
+        """Whether a host of a (provider, template id) can do ``item``'s work, as ``policy.matching.Serves``
+        says, kept per item shape: it reads nothing but the shape and the descriptions."""
+        key = shape(item)
+        found = self._serving.get(key)
+        if found is None:
+            found = self._serving[key] = Serving(item, self.descriptions)
+        return found
 
     def offers(self, item: Item) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""
