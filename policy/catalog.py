@@ -137,13 +137,16 @@ def quota_scopes(descriptions: Mapping[str, ProviderDescription]) -> QuotaScopes
 class Catalog:
     """Every provider's offers, ranked once per kind of wish.
 
-    Descriptions change rarely while demand changes often, so the ranked
-    offers for each distinct wish (template, selectors or resource) are kept
-    until the descriptions change; which providers are usable right now
-    (status, owner, cooldown, room) is checked at planning time. A catalog
-    also keeps each item's last decision: one that comes out the same from
-    the next round's weighing is not made again (nothing else is kept, so
-    it cannot disagree with the inputs).
+    Descriptions change rarely while demand changes often, so what the
+    descriptions alone decide is kept until they change: the ranked offers
+    for each distinct wish (template, selectors or resource), the quotas'
+    scopes, and which templates serve each item shape (reclaim's question);
+    which providers are usable right now (status, owner, cooldown, room) is
+    checked at planning time. A catalog also keeps each item's last
+    decision: one that comes out the same from the next round's weighing is
+    not made again (nothing else is kept, so it cannot disagree with the
+    inputs). A catalog holds for the descriptions it was built from: the
+    planner rebuilds it when one changes (``policy.rounds.catalog_for``).
     """
 
     def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
