@@ -22,7 +22,7 @@ from messages.demand import BundleItem, HostItem, UnitItem
 from messages.description import AttrValue, ProviderDescription, Template
 from messages.records import ProviderRecord
 from policy.explain import why_not
-from policy.matching import Selector
+from policy.matching import Selector, Serving, shape
 
 
 @dataclass(frozen=True)
@@ -93,17 +93,60 @@ def _runs(offers: list[Offer]) -> list[int]:
 
 _DESCRIPTION = attrgetter("description")
 
+#: A quota's scope: (provider, template id), or (provider, "") for the provider's own quota.
+Scope = tuple[str, str]
+
+
+class QuotaScopes(NamedTuple):
+    """What the descriptions say of quotas (docs/policy.md#quota), before any host is counted against them."""
+
+    #: vCPUs each quota allows, as described.
+    left: dict[Scope, int]
+    #: Per (provider, template id): the quotas over it.
+    under: dict[Scope, tuple[Scope, ...]]
+    #: Per (provider, template id) under a quota: the vCPUs one host takes.
+    sizes: dict[Scope, int]
+    #: The providers with a template under a quota (whose hosts count against it).
+    providers: tuple[str, ...]
+
+
+def quota_scopes(descriptions: Mapping[str, ProviderDescription]) -> QuotaScopes:
+    """The quotas the descriptions set, and which templates each holds for (``policy.sizing``)."""
+    left: dict[Scope, int] = {}
+    under: dict[Scope, tuple[Scope, ...]] = {}
+    sizes: dict[Scope, int] = {}
+    named: dict[str, None] = {}
+    for name, d in descriptions.items():
+        if d.kind != "hosts":
+            continue
+        if d.quota is not None:
+            left[(name, "")] = d.quota.vcpus
+        for t in d.templates:
+            scopes: tuple[Scope, ...] = ((name, t.id),) if t.quota is not None else ()
+            if d.under_quota(t):
+                scopes += ((name, ""),)
+            if t.quota is not None:
+                left[(name, t.id)] = t.quota.vcpus
+            if scopes and t.vcpus is not None:
+                under[(name, t.id)] = scopes
+                sizes[(name, t.id)] = t.vcpus
+                named[name] = None
+    return QuotaScopes(left, under, sizes, tuple(named))
+
 
 class Catalog:
     """Every provider's offers, ranked once per kind of wish.
 
-    Descriptions change rarely while demand changes often, so the ranked
-    offers for each distinct wish (template, selectors or resource) are kept
-    until the descriptions change; which providers are usable right now
-    (status, owner, cooldown, room) is checked at planning time. A catalog
-    also keeps each item's last decision: one that comes out the same from
-    the next round's weighing is not made again (nothing else is kept, so
-    it cannot disagree with the inputs).
+    Descriptions change rarely while demand changes often, so what the
+    descriptions alone decide is kept until they change: the ranked offers
+    for each distinct wish (template, selectors or resource), the quotas'
+    scopes, and which templates serve each item shape (reclaim's question);
+    which providers are usable right now (status, owner, cooldown, room) is
+    checked at planning time. A catalog also keeps each item's last
+    decision: one that comes out the same from the next round's weighing is
+    not made again (nothing else is kept, so it cannot disagree with the
+    inputs). A catalog holds for the descriptions it was built from: the
+    planner rebuilds it when one changes (``policy.rounds.catalog_for``).
     """
 
     def __init__(self, providers: Mapping[str, ProviderRecord]) -> None:
@@ -118,6 +161,9 @@ class Catalog:
         #: The last round's decision per item (``policy.planning``), with what it was made from: a round
         #: that weighs an item as the last one did gives the same decision again instead of making it anew.
         self.decided: dict[str, Any] = {}
+        self._quotas: QuotaScopes | None = None
+        #: Per item shape, which templates can do its work (``serving``).
+        self._serving: dict[tuple, Serving] = {}
         #: The decisions' parts made so far (``policy.planning``'s chosen entries, rejections and candidates),
         #: shared by the rounds: they are frozen, and most rounds give the same ones again.
         self.made: Any = None
@@ -130,6 +176,21 @@ class Catalog:
         pair for identity before equality: a description not described again is the same object).
         """
         return list(providers) == self._names and list(map(_DESCRIPTION, providers.values())) == self._seen
+
+    def quota_scopes(self) -> QuotaScopes:
+        """The quotas the descriptions set (``quota_scopes``): made once, as they depend on nothing else."""
+        if self._quotas is None:
+            self._quotas = quota_scopes(self.descriptions)
+        return self._quotas
+
+    def serving(self, item: HostItem | BundleItem) -> Serving:
+        """Whether a host of a (provider, template id) can do ``item``'s work, as ``policy.matching.Serves``
+        says, kept per item shape: it reads nothing but the shape and the descriptions."""
+        key = shape(item)
+        found = self._serving.get(key)
+        if found is None:
+            found = self._serving[key] = Serving(item, self.descriptions)
+        return found
 
     def offers(self, item: Item) -> tuple[list[Offer], list[str]]:
         """Matching offers in rank order, and the providers of the item's kind that do not match."""

@@ -36,11 +36,11 @@ from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Decision
 from messages.records import InstanceRecord, RequestRecord
 from messages.states import REQUEST
+from policy.catalog import Catalog
 from policy.cooldown import cleared, cooldowns
 from policy.costs import HOLDING
 from policy.limits import HOUR
-from policy.matching import Serves
-from policy.reclaim import wanted_until
+from policy.reclaim import Matches, servings, wanted_until
 from policy.rounds import PlanState
 from policy.settings import PlanSettings
 from policy.supply import ARRIVING, SERVING, pending, unresolved
@@ -52,10 +52,11 @@ AFTER = 1e-3
 
 
 def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, settings: PlanSettings,
-                idle_time: float, decisions: Sequence[Decision]) -> float | None:
+                idle_time: float, decisions: Sequence[Decision], catalog: Catalog | None = None) -> float | None:
     """The earliest moment after ``now`` at which a round could order or return otherwise with no new fact.
 
-    ``decisions`` are the round's just made at ``now`` (they say what each item still needs).
+    ``decisions`` are the round's just made at ``now`` (they say what each item still needs). ``catalog``:
+    one built from the state's descriptions, which keeps which templates each item shape could use.
     """
     found = math.inf
 
@@ -112,7 +113,7 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
             at(c.until)
     #: the host and bundle items with a selector each, and until when each last wanted supply: read
     #: only once an idle host asks (most rounds of a month have none), then kept for the others
-    wanting: list[tuple[Serves, HostItem | BundleItem]] | None = None
+    wanting: list[tuple[Matches, HostItem | BundleItem]] | None = None
     recent: dict[str, float] = {}
     grace = settings.join_grace
     #: per (provider, template): what the items it could serve say of an idle host of it (``_wanted_from``)
@@ -131,8 +132,9 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
                     if wanting is None:
                         items = [i for i in (demand.items if demand else []) if isinstance(i, (HostItem, BundleItem))]
                         recent = wanted_until(state.decided, now) if items else {}
-                        wanting = [(Serves(i), i) for i in items]
-                    floor = wanted_from[key] = _wanted_from(inst, state, idle_time, wanting, recent)
+                        serving = catalog.serving if catalog is not None else servings(state.providers)
+                        wanting = [(serving(i), i) for i in items]
+                    floor = wanted_from[key] = _wanted_from(inst, idle_time, wanting, recent)
                 at(_reclaim_due(inst, state, now, settings, idle_time, floor))
     # Borrowed units go back only while nobody wants their resource, and only what recent use leaves
     # spare (at most base + borrowed - the peak of use): until then, only demand and use matter.
@@ -220,22 +222,18 @@ def _spare(state: PlanState, resource: str, borrowed: int, since: float) -> int:
     return res.base + borrowed - max(res.peak_since(since) or 0, res.in_use or 0)
 
 
-def _wanted_from(inst: InstanceRecord, state: PlanState, idle_time: float,
-                 wanting: list[tuple[Serves, HostItem | BundleItem]], recent: dict[str, float]) -> float:
+def _wanted_from(inst: InstanceRecord, idle_time: float, wanting: list[tuple[Matches, HostItem | BundleItem]],
+                 recent: dict[str, float]) -> float:
     """Until when the items an idle host could serve keep it (the same for every host of its template):
     inf while one of them wants hosts now (only a new demand changes that), else the end of the last
     wanting spell among them plus ``idle_time`` (-inf: none)."""
-    rec = state.providers.get(inst.provider)
-    desc = rec.description if rec is not None else None
-    template = desc.template(inst.template) if desc and inst.template else None
     floor = -math.inf
-    if template is not None:
-        for selector, item in wanting:
-            if selector.matches(template, desc.zone):  # type: ignore[union-attr]
-                if item.count > 0:
-                    return math.inf
-                if item.id in recent:
-                    floor = max(floor, recent[item.id] + idle_time)
+    for serves, item in wanting:
+        if serves(inst.provider, inst.template):
+            if item.count > 0:
+                return math.inf
+            if item.id in recent:
+                floor = max(floor, recent[item.id] + idle_time)
     return floor
 
 

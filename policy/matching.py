@@ -9,11 +9,12 @@ of its bundles (what reclaim asks of an idle host before keeping it).
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Callable
 
 from messages.demand import SELECT_RE, BundleItem, HostItem
-from messages.description import AttrValue, Template
+from messages.description import AttrValue, ProviderDescription, Template
 
 _NUMERIC: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -103,6 +104,36 @@ class Serves(Selector):
             return False
         attributes = template.attributes
         return all(amount(attributes.get(key)) >= need * (1 - EPS) for key, need in self.needs)
+
+
+class Serving:
+    """``Serves`` asked by provider and template id, each answer kept: whether a host of that template can do
+    the item's work. What it reads is the item's shape and the descriptions (``descriptions``, by provider),
+    so one kept with a catalog (``policy.catalog``) holds while the descriptions do."""
+
+    def __init__(self, item: HostItem | BundleItem, descriptions: Mapping[str, ProviderDescription | None]) -> None:
+        self.serves = Serves(item)
+        self.descriptions = descriptions
+        self._said: dict[tuple[str, str | None], bool] = {}
+
+    def __call__(self, provider: str, template: str | None) -> bool:
+        key = (provider, template)
+        said = self._said.get(key)
+        if said is None:
+            said = self._said[key] = self.match(provider, template)
+        return said
+
+    def match(self, provider: str, template: str | None) -> bool:
+        """The same answer, worked out anew."""
+        desc = self.descriptions.get(provider)
+        t = desc.template(template) if desc is not None and template else None
+        return t is not None and self.serves.matches(t, desc.zone)  # type: ignore[union-attr]
+
+
+def shape(item: HostItem | BundleItem) -> tuple:
+    """What ``Serves`` reads of an item: its template, selectors and, for a bundle item, the resources."""
+    return (item.template if isinstance(item, HostItem) else None, tuple(sorted(item.select.items())),
+            tuple(sorted(item.resources.items())) if isinstance(item, BundleItem) else ())
 
 
 @lru_cache(maxsize=4096)

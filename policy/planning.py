@@ -75,7 +75,7 @@ def plan(
     rooms: Rooms | None
     if view.nodes:
         # A scheduler's named nodes first: the scheduler waits on each of them by name.
-        rooms = Rooms(providers, view, now, settings)
+        rooms = Rooms(providers, view, now, settings, catalog)
         out.orders, out.decisions = order_nodes(view, now, settings.order_timeout, catalog, rooms)
     else:
         rooms = None  # built on the first item with need: most rounds have none
@@ -97,14 +97,14 @@ def plan(
         if isinstance(item, BundleItem):
             if item is bundled[0]:
                 if rooms is None and any(i.count > 0 for i in bundled):
-                    rooms = Rooms(providers, view, now, settings)
+                    rooms = Rooms(providers, view, now, settings, catalog)
                 _pack(bundled, demand.seq, catalog, rooms, view, now, settings, made.rejected, out)
                 dead.clear()  # the packer gives back hosts it moved: rooms say again what they say
             continue
         coming = flying.get(item.id, 0)
         need = item.count - coming
         if need > 0 and rooms is None:
-            rooms = Rooms(providers, view, now, settings)
+            rooms = Rooms(providers, view, now, settings, catalog)
         said = _weigh(item, need, catalog, rooms, dead)
         old = last.get(item.id)
         if old is not None and old.said == said:  # as the last round decided: its decision and orders serve
@@ -153,7 +153,7 @@ def _keep_warm(targets: list[Target], seq: int, catalog: Catalog, rooms: Rooms |
             out.unplaced.append(Unplaced(item=t.item, count=need, reason=why))
             continue
         if rooms is None:
-            rooms = Rooms(providers, view, now, settings)
+            rooms = Rooms(providers, view, now, settings, catalog)
         item = HostItem.model_construct(id=t.item, count=need + c.coming)
         said = _weigh(item, need, catalog, rooms, dead, ranked)
         chosen = made.all(made.chosen, Chosen, ("provider", "template", "resource", "count"), said.chosen)

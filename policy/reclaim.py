@@ -40,18 +40,22 @@ Supply already on its way back is never ordered again.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from messages.demand import BundleItem, DemandSnapshot, HostItem, UnitItem
 from messages.facts import Order
 from messages.records import DecisionRecord, GrantRecord, InstanceRecord, ProviderRecord, ResourceRecord
+from policy.catalog import Catalog
 from policy.costs import HOLDING
 from policy.granularity import size_down
 from policy.limits import HOUR, UNLIMITED, ProviderLimits
-from policy.matching import Serves
+from policy.matching import Serving
 from policy.nodes import return_let_go
 from policy.supply import SupplyView, returning_machines, under_way
 from policy.warm import WarmPolicy, census, kept
+
+#: Whether a host of a (provider, template id) can do an item's work.
+Matches = Callable[[str, str | None], bool]
 
 
 def wanted_until(history: Iterable[DecisionRecord], now: float) -> dict[str, float]:
@@ -85,10 +89,12 @@ def reclaim(
     history: Iterable[DecisionRecord] = (),
     warm: WarmPolicy | None = None,
     order_timeout: float = math.inf,
+    catalog: Catalog | None = None,
 ) -> list[tuple[str, Order]]:
     """The returns of idle supply due now. ``warm``: warm capacity, whose scopes keep idle hosts back
     (``policy.warm``); ``order_timeout``: how long an order no owner took up counts as held (its hosts
-    count for warm capacity's floor)."""
+    count for warm capacity's floor); ``catalog``: one built from these providers' descriptions, which keeps
+    which templates each item shape could use (else they are worked out here)."""
     items = demand.items if demand else []
     limits = limits or {}
     returning, returning_grants = _already_returning(view)
@@ -96,10 +102,11 @@ def reclaim(
     # Most hosts are busy, coming or gone: only the idle ones are sorted and weighed, and the items
     # that keep them are read only when there is one.
     idle = [inst for inst in view.instances.values() if inst.history.state == "idle"]
-    hosts_wanted: list[tuple[Serves, HostItem | BundleItem]] = []
+    hosts_wanted: list[Matches] = []
     if idle:
         recent = wanted_until(history, now)
-        hosts_wanted = [(Serves(i), i) for i in items if isinstance(i, (HostItem, BundleItem))
+        serving = catalog.serving if catalog is not None else servings(providers)
+        hosts_wanted = [serving(i) for i in items if isinstance(i, (HostItem, BundleItem))
                         and (i.count > 0 or recent.get(i.id, -math.inf) > now - idle_time)]
     for inst in sorted(idle, key=lambda i: i.key):
         if inst.machine_id in returning.get(inst.provider, ()):
@@ -131,8 +138,15 @@ def reclaim(
     return orders + _grants_due(items, providers, resources, view, now, idle_time, returning_grants)
 
 
+def servings(providers: Mapping[str, ProviderRecord]) -> Callable[[HostItem | BundleItem], Matches]:
+    """``Catalog.serving`` without a catalog: for each item, whether a (provider, template id) serves it,
+    read from these providers' descriptions at every question, nothing kept."""
+    descriptions = {name: rec.description for name, rec in providers.items()}
+    return lambda item: Serving(item, descriptions).match
+
+
 def _host_due(inst: InstanceRecord, rec: ProviderRecord, lim: ProviderLimits,
-              wanted: list[tuple[Serves, HostItem | BundleItem]], now: float, idle_time: float) -> str:
+              wanted: list[Matches], now: float, idle_time: float) -> str:
     """Why this idle host goes back now, or "" if it stays."""
     desc = rec.description
     held_since = inst.launched_at if inst.launched_at is not None else inst.seen_at
@@ -144,8 +158,7 @@ def _host_due(inst: InstanceRecord, rec: ProviderRecord, lim: ProviderLimits,
     idle_since = inst.history.since("idle")
     if now - (now if idle_since is None else idle_since) < idle_time:
         return ""
-    template = desc.template(inst.template) if desc and inst.template else None
-    if template is not None and any(s.matches(template, desc.zone) for s, _ in wanted):  # type: ignore[union-attr]
+    if any(serves(inst.provider, inst.template) for serves in wanted):
         return ""
     if lim.return_window is not None:
         unit = lim.billing_unit or HOUR

@@ -88,7 +88,7 @@ def propose(demand: DemandSnapshot | None, state: PlanState, now: float, setting
     view = supply_view(state)
     result = plan(demand, state.providers, view, now, settings, catalog)
     returns = reclaim(demand, state.providers, state.resources, view, now, idle_time, settings.providers,
-                      state.decided, settings.warm, settings.order_timeout)
+                      state.decided, settings.warm, settings.order_timeout, catalog)
     return Proposal(orders=result.orders, returns=returns, decisions=result.decisions)
 
 

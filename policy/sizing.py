@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from messages.records import ProviderRecord
 from policy.budget import EPS, Headroom, Usage, period_start
-from policy.catalog import Offer
+from policy.catalog import Catalog, Offer, QuotaScopes, Scope, quota_scopes
 from policy.cooldown import Cooldown, cleared, cooldowns
 from policy.costs import costs
 from policy.ratelimit import ordered_recently
@@ -43,7 +43,9 @@ def cooling_reason(c: Cooldown) -> str:
 
 class Rooms:
     def __init__(self, providers: Mapping[str, ProviderRecord], view: SupplyView, now: float,
-                 settings: PlanSettings) -> None:
+                 settings: PlanSettings, catalog: Catalog | None = None) -> None:
+        """``catalog``: one built from these providers' descriptions (``policy.rounds.catalog_for``), whose
+        quota scopes serve instead of reading every template again (they depend on the descriptions only)."""
         self.providers = providers
         self.settings = settings
         self.held = held(view, now, settings.order_timeout)
@@ -65,7 +67,8 @@ class Rooms:
         #: vCPUs left per quota, (provider, template id) or (provider, "") for the provider's: as described, less
         #: hosts its describe did not count, less what this round took; and the quotas over each (provider,
         #: template). Empty when no provider has a quota.
-        self.quota, self.under = _quotas(providers, view, now, settings.order_timeout)
+        scopes = catalog.quota_scopes() if catalog is not None else quota_scopes(_described(providers))
+        self.quota, self.under = _quotas(scopes, providers, view, now, settings.order_timeout)
         self._blocked: dict[str, str | None] = {}
         #: Offers found with no room this round, and why: room only shrinks within a round,
         #: so later items skip the arithmetic (thousands of items walk the same full offers).
@@ -155,36 +158,21 @@ def _quota_reason(vcpus: int, offer: Offer, template: str) -> str:
     return f"quota: {max(0, vcpus)} vCPUs left{whose}{small}"
 
 
-Scope = tuple[str, str]
+def _described(providers: Mapping[str, ProviderRecord]) -> dict:
+    return {name: rec.description for name, rec in providers.items() if rec.description is not None}
 
 
-def _quotas(providers: Mapping[str, ProviderRecord], view: SupplyView, now: float,
+def _quotas(scopes: QuotaScopes, providers: Mapping[str, ProviderRecord], view: SupplyView, now: float,
             order_timeout: float) -> tuple[dict[Scope, int], dict[Scope, tuple[Scope, ...]]]:
     """vCPUs left per quota described (docs/policy.md#quota): what each provider said at its last
-    ``describe``, less the vCPUs of its hosts that describe did not count, plus those of its hosts that
-    describe counted and that have ended since; and per (provider, template), the quotas over it."""
-    left: dict[Scope, int] = {}
-    under: dict[Scope, tuple[Scope, ...]] = {}
-    sizes: dict[Scope, int] = {}
-    described: dict[str, float] = {}
-    for name, rec in providers.items():
-        d = rec.description
-        if d is None or d.kind != "hosts":
-            continue
-        if d.quota is not None:
-            left[(name, "")] = d.quota.vcpus
-        for t in d.templates:
-            scopes = ((name, t.id),) if t.quota is not None else ()
-            if d.under_quota(t):
-                scopes += ((name, ""),)
-            if t.quota is not None:
-                left[(name, t.id)] = t.quota.vcpus
-            if scopes and t.vcpus is not None:
-                under[(name, t.id)] = scopes
-                sizes[(name, t.id)] = t.vcpus
-                described[name] = rec.described_at
-    if not left:
-        return left, under
+    ``describe`` (``scopes``: the quotas its description sets), less the vCPUs of its hosts that describe
+    did not count, plus those of its hosts that describe counted and that have ended since; and per
+    (provider, template), the quotas over it."""
+    if not scopes.left:
+        return {}, scopes.under
+    left = dict(scopes.left)
+    under, sizes = scopes.under, scopes.sizes
+    described = {name: providers[name].described_at for name in scopes.providers}
     for (provider, _, template), n in since_described(view, now, order_timeout, described).items():
         vcpus = sizes.get((provider, template))
         if vcpus is None:  # a template under no quota, or not described any more (its hosts' size unknown)

@@ -91,9 +91,13 @@ def q(t: float) -> float:
 
 class Engine:
     def __init__(self, cfg: SimConfig, trace: Trace, *, every_tick: bool = False, trim: bool = True,
-                 calls: CallsFor | None = None, on_fact: Callable[[Fact], None] | None = None) -> None:
+                 kept: bool = True, calls: CallsFor | None = None,
+                 on_fact: Callable[[Fact], None] | None = None) -> None:
         """``calls``: how each owner reaches its provider (default: the simulated provider, ``sim.calls``).
-        ``on_fact``: sees each fact as it is written (the simulated log, for whoever wants to keep it)."""
+        ``on_fact``: sees each fact as it is written (the simulated log, for whoever wants to keep it).
+        ``kept=False``: every round plans from scratch, with a new catalog and nothing kept from the last
+        round (tests check that rounds from the kept catalog decide the same)."""
+        self.kept = kept
         self.cfg = cfg
         self.trace = trace
         self.on_fact = on_fact
@@ -483,7 +487,12 @@ class Engine:
         """
         if self.planned_upto < self.checks.pop(at):
             self._schedule(next_change(self.demand, self.view, self.now - QUANTUM / 2, self.settings,
-                                       self.cfg.policy.idle_time, self.decided))
+                                       self.cfg.policy.idle_time, self.decided, self._kept_catalog()))
+
+    def _kept_catalog(self) -> Catalog | None:
+        """The rounds' catalog while no provider was added or described since it was checked, else None."""
+        fits = self.kept and (len(self.p.providers), self._described) == self._catalog_of
+        return self.catalog if fits else None
 
     def _schedule(self, due: float | None) -> None:
         if due is not None:
@@ -512,7 +521,9 @@ class Engine:
         # ``catalog_for`` compares every provider's description with the catalog's, which a month of
         # rounds paid a hundred times each; only a new provider or a description written can change them.
         seen = (len(self.p.providers), self._described)
-        if seen != self._catalog_of:
+        if not self.kept:
+            self.catalog = Catalog(self.p.providers)
+        elif seen != self._catalog_of:
             self.catalog = catalog_for(self.catalog, self.p.providers)
             self._catalog_of = seen
         proposal = propose(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time, self.catalog)
@@ -531,7 +542,7 @@ class Engine:
         self.short = any(d.in_flight + sum(c.count if c.bundles is None else c.bundles for c in d.chosen)
                          < counts.get(d.item, 0) for d in self.decided)
         self._schedule(next_change(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time,
-                                   self.decided))
+                                   self.decided, self.catalog if self.kept else None))
 
     # --- for tests and reports ---------------------------------------------------------------------
 
