@@ -116,7 +116,7 @@ class Reviewed(ActorMessage):
 
 
 class Reconfigure(ActorMessage):
-    """A reloaded config for the actors that run on it (``provisioner/reload.py``).
+    """A reloaded config for the actors that run on it (``provisioner/daemon/reload.py``).
 
     ``config`` is a ``config.models.Config`` (typed loosely: the vocabulary
     imports nothing above it). ``restart`` names the providers whose owner is

@@ -48,7 +48,7 @@ import orjson
 from messages.facts import Fact, GrantChanged, InstanceChanged, InstanceSeen, summary
 from persistence.port import Controller
 from persistence.private import private_dir
-from provisioner.views import BadCursor
+from provisioner.read.views import BadCursor
 
 log = logging.getLogger(__name__)
 

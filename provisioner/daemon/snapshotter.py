@@ -13,7 +13,7 @@ import threading
 
 from messages.errors import ControllerUnavailable
 from persistence.port import Controller
-from provisioner.readmodel import ReadModel
+from provisioner.read.model import ReadModel
 
 log = logging.getLogger(__name__)
 

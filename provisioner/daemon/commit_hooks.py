@@ -14,10 +14,10 @@ from collections.abc import Callable
 from messages.errors import ControllerUnavailable
 from messages.facts import Fact
 from persistence.port import Controller
-from provisioner.audit import AuditLog, audited
-from provisioner.auditor import Auditor
-from provisioner.metrics import Metrics
-from provisioner.resetguard import MarkKeeper
+from provisioner.audit.auditor import Auditor
+from provisioner.audit.log import AuditLog, audited
+from provisioner.daemon.resetguard import MarkKeeper
+from provisioner.metrics.collector import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,11 @@ from config.located import dotted, shown
 from config.located import in_words as located_words
 from messages.demand import DemandSnapshot, SupplySnapshot
 from messages.errors import ControllerUnavailable
-from provisioner.apimodels import (
+from provisioner.api.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
+from provisioner.api.bodylimit import DEFAULT as MAX_BODY
+from provisioner.api.bodylimit import BodyLimit
+from provisioner.api.jsonbodies import JsonBodies
+from provisioner.api.models import (
     ActionBody,
     ActionResult,
     AuditPage,
@@ -47,17 +51,13 @@ from provisioner.apimodels import (
     RequestRow,
     ResourceRow,
 )
-from provisioner.audit import AuditError
-from provisioner.auth import OPERATE, READ, SCHEDULE, Caller, Tokens
-from provisioner.bodylimit import DEFAULT as MAX_BODY
-from provisioner.bodylimit import BodyLimit
-from provisioner.bulk import Bulk, BulkBody, BulkFilter, NoFilter
-from provisioner.jsonbodies import JsonBodies
-from provisioner.metrics import Metrics
-from provisioner.operations import BadFilter, CommitFailed, Conflict, NotFound, Operations, TooLarge
-from provisioner.surface import Steer
+from provisioner.audit.log import AuditError
+from provisioner.metrics.collector import Metrics
+from provisioner.read.views import BadCursor
+from provisioner.surface.bulk import Bulk, BulkBody, BulkFilter, NoFilter
+from provisioner.surface.operations import BadFilter, CommitFailed, Conflict, NotFound, Operations, TooLarge
+from provisioner.surface.protocol import Steer
 from provisioner.version import version
-from provisioner.views import BadCursor
 
 log = logging.getLogger(__name__)
 

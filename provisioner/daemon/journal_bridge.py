@@ -15,7 +15,7 @@ from typing import Any
 
 from messages.commands import Append, Appended
 from messages.facts import Fact
-from provisioner.operations import CommitFailed
+from provisioner.surface.operations import CommitFailed
 
 
 class JournalBridge:

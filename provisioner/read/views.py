@@ -13,7 +13,7 @@ from messages.facts import UNKNOWN
 from messages.states import GRANT, INSTANCE, REQUEST
 from policy.costs import costs as policy_costs
 from policy.costs import instance_cost as _instance_cost
-from provisioner.holders import Owner, owner
+from provisioner.read.holders import Owner, owner
 from state.projection import Projection
 
 

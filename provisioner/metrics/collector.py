@@ -37,9 +37,9 @@ from policy.costs import host_costs_by
 from policy.settings import budget_limits, plan_settings
 from policy.supply import SupplyView
 from providers.persistent import Status
-from provisioner import views
-from provisioner.healthmetrics import BuildInfo, ControllerAnswered, cluster_health
-from provisioner.readmodel import ReadModel
+from provisioner.metrics.health import BuildInfo, ControllerAnswered, cluster_health
+from provisioner.read import views
+from provisioner.read.model import ReadModel
 
 SCRIPT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 #: The kinds of demand item, each reported even when the snapshot has none of it.

@@ -34,24 +34,26 @@ from persistence.port import Controller
 from persistence.private import private_dir
 from persistence.snapshot import SnapshotStore
 from policy.settings import plan_settings
-from provisioner import bulk_cli, logging_setup, reload_cli
-from provisioner.apimodels import ActionBody
-from provisioner.apiserver import ApiStartError
-from provisioner.audit import GENESIS, AuditError, AuditLog, follow
-from provisioner.auth import TokensError
-from provisioner.bulk import Bulk, BulkFilter
-from provisioner.checkconfig import check_config_main
-from provisioner.cli_options import AFTER, BadLogLevel, Parser, add_global, log_format, log_level, shared
-from provisioner.client import ClientError, Remote, read_token
-from provisioner.demo import default_home, demo_config, sim_admin
-from provisioner.documents import read_document
-from provisioner.explained import decisions_text
-from provisioner.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
-from provisioner.pidfile import pid_file
-from provisioner.readmodel import ReadModel
-from provisioner.stores import WHERE, NoStore, check_run_store, missing_sqlite, nothing_here
-from provisioner.surface import Steer, Surface
-from provisioner.trace_export import ExportError
+from provisioner.api.auth import TokensError
+from provisioner.api.models import ActionBody
+from provisioner.api.server import ApiStartError
+from provisioner.audit.log import GENESIS, AuditError, AuditLog, follow
+from provisioner.cli import bulk as bulk_cli
+from provisioner.cli import logging_setup
+from provisioner.cli import reload as reload_cli
+from provisioner.cli.checkconfig import check_config_main
+from provisioner.cli.client import ClientError, Remote, read_token
+from provisioner.cli.demo import default_home, demo_config, sim_admin
+from provisioner.cli.documents import read_document
+from provisioner.cli.explained import decisions_text
+from provisioner.cli.options import AFTER, BadLogLevel, Parser, add_global, log_format, log_level, shared
+from provisioner.cli.stores import WHERE, NoStore, check_run_store, missing_sqlite, nothing_here
+from provisioner.cli.trace_export import ExportError
+from provisioner.daemon.pidfile import pid_file
+from provisioner.read.model import ReadModel
+from provisioner.surface.bulk import Bulk, BulkFilter
+from provisioner.surface.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
+from provisioner.surface.protocol import Steer, Surface
 from provisioner.version import version
 
 log = logging.getLogger("provisioner")
@@ -207,9 +209,9 @@ def _source(args: argparse.Namespace) -> Surface:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from provisioner.daemon import Daemon, connect, stop_signals
-    from provisioner.memory import fix_mmap_threshold, limit_arenas
-    from provisioner.resetguard import EXIT, ControllerReset
+    from provisioner.daemon.memory import fix_mmap_threshold, limit_arenas
+    from provisioner.daemon.resetguard import EXIT, ControllerReset
+    from provisioner.daemon.root import Daemon, connect, stop_signals
 
     fix_mmap_threshold()
     limit_arenas()
@@ -410,7 +412,7 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
 
 def cmd_import_lsf(args: argparse.Namespace) -> int:
     """``provisioner import-lsf FILE``: the providers: section for an LSF hostProviders.json, on stdout."""
-    from provisioner.lsf_import import LsfImportError, bases_from_env, providers_section
+    from provisioner.cli.lsf_import import LsfImportError, bases_from_env, providers_section
 
     try:
         text = Path(args.file).read_text(encoding="utf-8")
@@ -423,7 +425,7 @@ def cmd_import_lsf(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from provisioner.schema import schema
+    from provisioner.cli.schema import schema
 
     print(orjson.dumps(schema(args.what), option=orjson.OPT_INDENT_2).decode())
     return 0
@@ -431,7 +433,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """A dry run of one planning round on a demand file (provisioner/plan.py)."""
-    from provisioner.plan import plan_main
+    from provisioner.cli.plan import plan_main
 
     if _remote(args) is not None:
         raise CliError("plan reads the controller itself: give --config or --controller, not --url")
@@ -501,7 +503,7 @@ def cmd_trace_generate(args: argparse.Namespace) -> int:
 
 def cmd_trace_export(args: argparse.Namespace) -> int:
     """The controller's past demand as a simulator trace (``provisioner/trace_export.py``)."""
-    from provisioner.trace_export import export_main
+    from provisioner.cli.trace_export import export_main
 
     if _remote(args) is not None:
         raise CliError("trace export reads the controller itself: give --config or --controller, not --url")

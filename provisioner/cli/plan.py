@@ -55,9 +55,9 @@ from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
 from policy.rounds import NO_OWNER, DryRun, dry_run
 from policy.settings import PlanSettings, plan_settings
-from provisioner.documents import DocumentError, read_document
-from provisioner.explained import decision_lines
-from provisioner.readmodel import ReadModel
+from provisioner.cli.documents import DocumentError, read_document
+from provisioner.cli.explained import decision_lines
+from provisioner.read.model import ReadModel
 
 
 class PlanError(ValueError):

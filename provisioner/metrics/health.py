@@ -26,7 +26,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from messages.errors import ControllerUnavailable
-from provisioner import views
+from provisioner.read import views
 from provisioner.version import version
 from state.projection import Projection
 

@@ -21,11 +21,11 @@ from messages.states import GRANT, INSTANCE, REQUEST, StateMachine
 from persistence.port import Controller
 from policy.explain import unservable
 from policy.settings import plan_settings
-from provisioner import holders, views
-from provisioner.audit import AuditLog
-from provisioner.bulk import Bulk, BulkFilter, orders, select, summary
-from provisioner.readmodel import ReadModel
-from provisioner.surface import Steer
+from provisioner.audit.log import AuditLog
+from provisioner.read import holders, views
+from provisioner.read.model import ReadModel
+from provisioner.surface.bulk import Bulk, BulkFilter, orders, select, summary
+from provisioner.surface.protocol import Steer
 from state.host_names import live_providers
 from state.projection import Projection
 

@@ -21,8 +21,8 @@ from config.load import load_config
 from config.located import ConfigError
 from config.models import Config
 from messages.facts import ProviderReconfigured, make_fact
-from provisioner.journal_bridge import JournalBridge
-from provisioner.reload import ReloadPlan, plan_reload
+from provisioner.daemon.journal_bridge import JournalBridge
+from provisioner.daemon.reload import ReloadPlan, plan_reload
 
 log = logging.getLogger(__name__)
 

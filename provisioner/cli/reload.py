@@ -18,7 +18,7 @@ from typing import Any
 
 from config.load import load_config
 from config.located import ConfigError
-from provisioner.pidfile import NAME, running_daemon
+from provisioner.daemon.pidfile import NAME, running_daemon
 
 
 class ReloadError(Exception):

@@ -21,7 +21,7 @@ import time
 
 from messages.errors import ControllerUnavailable
 from persistence.port import Controller
-from provisioner.audit import AuditError, AuditLog
+from provisioner.audit.log import AuditError, AuditLog
 
 log = logging.getLogger(__name__)
 

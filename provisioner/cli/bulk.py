@@ -16,8 +16,8 @@ from typing import Any, Callable, cast
 from pydantic import ValidationError
 
 from config.located import one_line
-from provisioner.bulk import ACTED_ON, Bulk, BulkFilter
-from provisioner.surface import Surface
+from provisioner.surface.bulk import ACTED_ON, Bulk, BulkFilter
+from provisioner.surface.protocol import Surface
 
 HELP = {
     "return": "give back every host the filters match, now: busy ones too (their owners carry it out)",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
-    from provisioner.bulk import Bulk, BulkFilter
+    from provisioner.surface.bulk import Bulk, BulkFilter
 
 #: What an operator may do to a provider as a whole.
 Steer = Literal["pause", "resume", "drain"]

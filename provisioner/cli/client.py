@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from messages.demand import DemandSnapshot, HostEventKind, SupplySnapshot
-from provisioner.auth import TokensError, check_private
-from provisioner.surface import Steer
+from provisioner.api.auth import TokensError, check_private
+from provisioner.surface.protocol import Steer
 
 if TYPE_CHECKING:
-    from provisioner.bulk import Bulk, BulkFilter
+    from provisioner.surface.bulk import Bulk, BulkFilter
 
 PAGE = 1000
 

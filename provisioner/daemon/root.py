@@ -57,21 +57,21 @@ from policy.settings import plan_settings
 from providers.persistent import PersistentRunner
 from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
-from provisioner.api import create_app
-from provisioner.apiserver import ApiServer
-from provisioner.audit import AuditLog
-from provisioner.auditor import Auditor
-from provisioner.auth import load_tokens
-from provisioner.commit_hooks import CommitHooks
-from provisioner.journal_bridge import JournalBridge
-from provisioner.memory import give_back_freed
-from provisioner.metrics import Metrics
-from provisioner.operations import Operations
-from provisioner.readmodel import ReadModel
-from provisioner.reload import ReloadPlan
-from provisioner.reloading import Reloader
-from provisioner.resetguard import ControllerReset, Mark, MarkKeeper, accept, check, refusal
-from provisioner.snapshotter import Snapshotter
+from provisioner.api.app import create_app
+from provisioner.api.auth import load_tokens
+from provisioner.api.server import ApiServer
+from provisioner.audit.auditor import Auditor
+from provisioner.audit.log import AuditLog
+from provisioner.daemon.commit_hooks import CommitHooks
+from provisioner.daemon.journal_bridge import JournalBridge
+from provisioner.daemon.memory import give_back_freed
+from provisioner.daemon.reload import ReloadPlan
+from provisioner.daemon.reloading import Reloader
+from provisioner.daemon.resetguard import ControllerReset, Mark, MarkKeeper, accept, check, refusal
+from provisioner.daemon.snapshotter import Snapshotter
+from provisioner.metrics.collector import Metrics
+from provisioner.read.model import ReadModel
+from provisioner.surface.operations import Operations
 from state.shared import SharedProjection
 
 log = logging.getLogger(__name__)
