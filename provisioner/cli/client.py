@@ -79,13 +79,17 @@ class Remote:
 
     # --- the same operations as the direct mode ------------------------------------------
 
+    def page(self, view: str, where: dict[str, Any], after: str | None = None,
+             limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]:
+        page = self._call("GET", f"/v1/{view}", limit=limit, after=after, **where)
+        return page["items"], page["next"]
+
     def rows(self, view: str, **where: Any) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         after = None
         while True:
-            page = self._call("GET", f"/v1/{view}", limit=PAGE, after=after, **where)
-            rows += page["items"]
-            after = page["next"]
+            items, after = self.page(view, where, after, PAGE)
+            rows += items
             if after is None:
                 return rows
 

@@ -51,7 +51,7 @@ from provisioner.cli.stores import WHERE, NoStore, check_run_store, missing_sqli
 from provisioner.cli.trace_export import ExportError
 from provisioner.daemon.pidfile import pid_file
 from provisioner.read.model import ReadModel
-from provisioner.surface.bulk import Bulk, BulkFilter
+from provisioner.surface.local import Local
 from provisioner.surface.operations import VIEWS, CommitFailed, Conflict, NotFound, Operations
 from provisioner.surface.protocol import Steer, Surface
 from provisioner.version import version
@@ -120,8 +120,9 @@ def _direct(args: argparse.Namespace, store: bool = True) -> tuple[str, Path, Co
     return url, cfg.home or default_home(), cfg
 
 
-class Direct:
-    """The operations straight on the controller; facts it appends it also audits, as the daemon does.
+class Direct(Local):
+    """The operator's surface on the controller itself: ``Local`` on Operations that commit straight to it,
+    acting as the user who runs the CLI; facts it appends it also audits, as the daemon does.
 
     Views start from the daemon's snapshot of this log when its home holds one
     (as the daemon itself starts): a view of a long log then reads only the
@@ -134,10 +135,10 @@ class Direct:
         self.audit_log = AuditLog(home / "audit.log")
         billing = plan_settings(cfg.policy, cfg.budget, cfg.providers).billing_units if cfg else None
         snapshots = SnapshotStore.for_controller(home, url, quiet=True)
-        self.ops = Operations(ReadModel(controller, snapshots), controller, self._commit, self.audit_log,
-                              billing_units=billing,
-                              max_demand_items=cfg.policy.max_demand_items if cfg else PolicyConfig().max_demand_items)
-        self.by = _user()
+        ops = Operations(ReadModel(controller, snapshots), controller, self._commit, self.audit_log,
+                         billing_units=billing,
+                         max_demand_items=cfg.policy.max_demand_items if cfg else PolicyConfig().max_demand_items)
+        super().__init__(ops, _user())
 
     def _commit(self, facts: list[Fact]) -> list[Fact]:
         result = self.controller.append(facts)
@@ -145,35 +146,6 @@ class Direct:
             raise CommitFailed("; ".join(r.reason for r in result.refused))
         self.audit_log.catch_up(self.controller)
         return result.accepted
-
-    def rows(self, view: str, **where: Any) -> list[dict[str, Any]]:
-        return self.ops.list(view, where=where)[0]
-
-    def demand(self) -> dict[str, Any] | None:
-        d = self.ops.demand()
-        return d.to_dict() if d else None
-
-    def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]:
-        stored = self.ops.put_demand(snapshot)
-        return {**stored.to_dict(), "warnings": self.ops.demand_warnings(stored)}
-
-    def host_event(self, name: str, event: HostEventKind, provider: str | None = None) -> dict[str, Any]:
-        return self.ops.host_event(name, event, provider)
-
-    def put_supply(self, view: SupplySnapshot) -> dict[str, Any]:
-        return self.ops.put_supply(view).to_dict()
-
-    def steer(self, provider: str, action: Steer, reason: str) -> dict[str, Any]:
-        return self.ops.steer(provider, action, reason, self.by)
-
-    def return_instance(self, ident: str, reason: str) -> dict[str, Any]:
-        return self.ops.return_instance(ident, reason, self.by)
-
-    def return_orphan(self, ident: str, reason: str) -> dict[str, Any]:
-        return self.ops.return_orphan(ident, reason, self.by)
-
-    def bulk(self, action: Bulk, f: BulkFilter, reason: str, dry_run: bool) -> dict[str, Any]:
-        return self.ops.bulk(action, f, reason, self.by, dry_run=dry_run)
 
     def close(self) -> None:
         self.controller.close()

@@ -1,8 +1,11 @@
-"""The operator's surface: what the CLI asks of the daemon's state, one Protocol for both ways to ask.
+"""The operator's surface: what operators and the scheduler ask of the state, one Protocol for every way to ask.
 
-``provisioner.cli.Direct`` asks the controller itself (with no daemon
-running); ``provisioner.client.Remote`` asks a daemon over its REST API.
-Each command is written once, against this Protocol, and works either way.
+``provisioner.surface.local.Local`` asks an ``Operations`` of this process:
+the CLI's direct path (``provisioner.cli.main.Direct``, on the controller
+itself, with no daemon running) and the REST routes (``provisioner.api``)
+both go through it. ``provisioner.cli.client.Remote`` asks a daemon over
+those routes. Each CLI command is written once, against this Protocol, and
+works either way; each route answers what the direct path would print.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ Steer = Literal["pause", "resume", "drain"]
 
 
 class Surface(Protocol):
+    def page(self, view: str, where: dict[str, Any], after: str | None = None,
+             limit: int | None = None) -> tuple[list[dict[str, Any]], str | None]: ...
     def rows(self, view: str, **where: Any) -> list[dict[str, Any]]: ...
     def demand(self) -> dict[str, Any] | None: ...
     def put_demand(self, snapshot: DemandSnapshot) -> dict[str, Any]: ...
