@@ -1,7 +1,7 @@
 """The REST API's bodies, as the OpenAPI document publishes them.
 
 Rows have the fields of the CLI's ``-o json`` output (docs/operations.md), since both
-come from ``provisioner/views.py``.
+come from ``provisioner/read/views.py``.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class BulkResult(BaseModel):
 
 
 class Reloaded(BaseModel):
-    """A config read again and applied (``provisioner/reload.py``)."""
+    """A config read again and applied (``provisioner/daemon/reload.py``)."""
 
     ok: bool
     config: str | None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import textwrap
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 #: (flags, argparse keywords) of each global option; defaults are the main parser's.
 GLOBAL: list[tuple[tuple[str, ...], dict[str, Any]]] = [
@@ -29,6 +29,11 @@ GLOBAL: list[tuple[tuple[str, ...], dict[str, Any]]] = [
     (("--log-format",), {"choices": ["text", "json"],
                          "help": "text or json lines (default: $PROVISIONER_LOG_FORMAT, text)"}),
 ]
+
+#: ``add(subs, name, **kw)``: a command's parser under ``subs``, taking the global options after the command too.
+Add = Callable[..., argparse.ArgumentParser]
+#: Adds an option a group of commands shares (``-o``, ``--reason``) to a command's parser, and returns it.
+With = Callable[[argparse.ArgumentParser], argparse.ArgumentParser]
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 

@@ -1,4 +1,4 @@
-"""Carrying out a reload: read the file again, work out what changed (``provisioner.reload``), apply it.
+"""Carrying out a reload: read the file again, work out what changed (``daemon.reload``), apply it.
 
 The daemon registers what each part needs to hear (``on_config``: the
 actors' ``Reconfigure``, the metrics, the ticker's period, the REST

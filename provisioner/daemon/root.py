@@ -10,12 +10,12 @@ before anything else starts so a taken port fails at once.
 The journal's commit hook feeds the audit log and the commit-time metric;
 script results pass the metrics on their way back to the provider actors.
 What is not starting or stopping lives elsewhere: a reload in
-``provisioner.reloading`` (the daemon only registers which parts hear of a
+``provisioner.daemon.reloading`` (the daemon only registers which parts hear of a
 new config), the way from REST threads into the journal in
-``provisioner.journal_bridge``.
+``provisioner.daemon.journal_bridge``.
 
 Before anything starts, the controller is checked against what this daemon
-saw committed on it (``provisioner.resetguard``): one that lost those facts
+saw committed on it (``provisioner.daemon.resetguard``): one that lost those facts
 is refused, unless the operator accepts it as reset.
 
 The latest snapshot is loaded once, before anything starts, and shared: the
@@ -100,7 +100,7 @@ class Daemon:
         self.config_file = config_file
         #: How REST handlers and a reload commit facts: through the journal, once it runs.
         self.bridge = JournalBridge(lambda: self.journal)
-        #: The config in force, and reloads of it (``provisioner.reloading``); each part hears of a new one.
+        #: The config in force, and reloads of it (``provisioner.daemon.reloading``); each part hears of a new one.
         self.reloader = Reloader(cfg, config_file, self.bridge, running=lambda: self.started)
         self.reloader.on_config(self._tell_actors)
         #: Set by SIGHUP (``stop_signals``): ``run_until`` reloads on its own thread, not in the handler.
@@ -149,7 +149,7 @@ class Daemon:
         return self.reloader.config
 
     def reload(self) -> dict[str, Any]:
-        """Read the config file again and run on it (``provisioner.reloading``)."""
+        """Read the config file again and run on it (``provisioner.daemon.reloading``)."""
         return self.reloader.reload()
 
     def _tell_actors(self, cfg: Config, plan: ReloadPlan) -> None:

@@ -1,6 +1,6 @@
 """The operator's surface on an ``Operations`` of this process, acting as someone.
 
-The CLI's direct path (``provisioner.cli.main.Direct``: Operations committing
+The CLI's direct path (``provisioner.cli.direct``: Operations committing
 straight to the controller, as the user running the command) and the REST
 routes (Operations committing through the daemon's journal, as the token's
 name) both ask through it, so the two answer each request with the same

@@ -269,7 +269,7 @@ class Operations:
         return self._write(order, provider, f"return of grant {ident} ordered; the owner of {provider} gives it back")
 
     def bulk(self, action: Bulk, f: BulkFilter, reason: str, by: str, dry_run: bool = False) -> dict[str, Any]:
-        """Return or drain every host ``f`` matches (``provisioner.bulk``); with ``dry_run``, write nothing."""
+        """Return or drain every host ``f`` matches (``provisioner.surface.bulk``); with ``dry_run``, write nothing."""
         with self.read_model.current() as p:
             chosen = select(p.instances.values(), f, self.clock())
             rows = {r["id"]: r for r in views.instances(p, self.clock())}

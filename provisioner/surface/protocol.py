@@ -1,7 +1,7 @@
 """The operator's surface: what operators and the scheduler ask of the state, one Protocol for every way to ask.
 
 ``provisioner.surface.local.Local`` asks an ``Operations`` of this process:
-the CLI's direct path (``provisioner.cli.main.Direct``, on the controller
+the CLI's direct path (``provisioner.cli.direct.Direct``, on the controller
 itself, with no daemon running) and the REST routes (``provisioner.api``)
 both go through it. ``provisioner.cli.client.Remote`` asks a daemon over
 those routes. Each CLI command is written once, against this Protocol, and

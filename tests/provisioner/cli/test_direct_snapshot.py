@@ -15,7 +15,7 @@ import yaml
 from bench.ready import fill
 from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
-from provisioner.cli.main import Direct
+from provisioner.cli.direct import Direct
 from provisioner.read.model import ReadModel
 
 pytestmark = pytest.mark.slow
