@@ -26,13 +26,16 @@ from provisioner.surface.operations import BadFilter, CommitFailed, Conflict, No
 
 log = logging.getLogger(__name__)
 
-#: The answers a route documents besides its own: by what it needs.
-AUTH = {401: {"model": Error, "description": "no token, or an unknown one"},
-        403: {"model": Error, "description": "the token's role may not do this"},
-        422: {"model": Error, "description": "a bad parameter or body; `fields` names it"},
-        503: {"model": Error, "description": "the controller cannot be reached"}}
-FOUND = {404: {"model": Error, "description": "no such thing"}}
-ACTION = {**AUTH, **FOUND, 409: {"model": Error, "description": "the action does not apply to it now"}}
+#: An OpenAPI ``responses`` entry: the answers a route documents besides its own.
+Responses = dict[int | str, dict[str, Any]]
+
+#: The answers of every route that needs a token; of one that names a thing; of an action.
+AUTH: Responses = {401: {"model": Error, "description": "no token, or an unknown one"},
+                   403: {"model": Error, "description": "the token's role may not do this"},
+                   422: {"model": Error, "description": "a bad parameter or body; `fields` names it"},
+                   503: {"model": Error, "description": "the controller cannot be reached"}}
+FOUND: Responses = {404: {"model": Error, "description": "no such thing"}}
+ACTION: Responses = {**AUTH, **FOUND, 409: {"model": Error, "description": "the action does not apply to it now"}}
 
 
 class ApiError(Exception):
