@@ -57,5 +57,11 @@ class Local:
     def bulk(self, action: Bulk, f: BulkFilter, reason: str, dry_run: bool) -> dict[str, Any]:
         return self.ops.bulk(action, f, reason, self.by, dry_run=dry_run)
 
+    def audit(self, after: str | None, limit: int) -> list[dict[str, Any]]:
+        return self.ops.audit(after=after, limit=limit)
+
+    def audit_verify(self) -> dict[str, Any]:
+        return self.ops.audit_verify()
+
     def close(self) -> None:
         """Nothing held: whoever made ``ops`` closes what it reads."""

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from provisioner.api.access import Limit, Ops, Reader
+from provisioner.api.access import Limit, Viewing
 from provisioner.api.errors import AUTH
 from provisioner.api.models import AuditPage, AuditVerified
 
@@ -12,14 +12,14 @@ router = APIRouter()
 
 
 @router.get("/v1/audit", response_model=AuditPage, responses=AUTH, tags=["audit"])
-def audit(ops: Ops, _: Reader, after: Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")] = None,
+def audit(surface: Viewing, after: Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")] = None,
           limit: Limit = 100) -> dict[str, Any]:
     """Audit lines after the one whose hash is ``after``; without it, the last ``limit``."""
-    items = ops.audit(after=after, limit=limit)
+    items = surface.audit(after, limit)
     return {"items": items, "next": items[-1]["hash"] if items else after}
 
 
 @router.get("/v1/audit/verify", response_model=AuditVerified, responses=AUTH, tags=["audit"])
-def audit_verify(ops: Ops, _: Reader) -> dict[str, Any]:
+def audit_verify(surface: Viewing) -> dict[str, Any]:
     """Check the audit log's hash chain from its oldest kept line."""
-    return ops.audit_verify()
+    return surface.audit_verify()
