@@ -1,4 +1,4 @@
-"""A reloaded config for the actors that run on it (``provisioner/reloading.py`` sends it).
+"""A reloaded config for the actors that run on it (``provisioner/daemon/reloading.py`` sends it).
 
 The one message that carries the config, so it is written here, above the config floor, rather than in
 ``messages`` (the vocabulary imports nothing above it, and would have had to call the config ``Any``).

@@ -14,7 +14,7 @@ from actors.base import Ping
 from config.models import Config
 from messages.facts import InstanceChanged, InstanceSeen, RequestPlanned, make_fact
 from persistence.controller import open_controller
-from provisioner.daemon import Daemon
+from provisioner.daemon.root import Daemon
 
 #: Facts written after the last snapshot in the realistic start (the snapshotter's default interval).
 TAIL = 5_000

@@ -28,7 +28,7 @@ from bench.floors import Measured, p99
 from config.models import SlurmConfig, SlurmNodeSet
 from messages.facts import InstanceSeen, NodesChanged, make_fact
 from persistence.controller import open_controller
-from provisioner.daemon import Daemon
+from provisioner.daemon.root import Daemon
 from slurm import formats
 from slurm.drift import Memory, reconcile
 from slurm.main import power

@@ -36,7 +36,7 @@ from owner.calls import OnDone
 from persistence.controller import open_controller
 from persistence.port import Controller
 from providers.runner import ScriptRunner
-from provisioner.daemon import Daemon
+from provisioner.daemon.root import Daemon
 from tests.support.daemons import HOSTS_SIM, make_config, sim_provider
 
 #: Seconds a round may take before the bench gives up: something is broken, not slow.

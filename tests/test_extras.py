@@ -22,8 +22,8 @@ def without(mods: tuple[str, ...], code: str, cwd: Path) -> subprocess.Completed
 
 def test_the_daemon_and_its_cli_load_without_boto3_and_matplotlib(tmp_path):
     r = without(("boto3", "botocore", "matplotlib"),
-                "import provisioner.daemon, provisioner.api, slurm.main\n"
-                "from provisioner.cli import main\nsys.exit(main(['--version']))", cwd=tmp_path)
+                "import provisioner.daemon.root, provisioner.api.app, slurm.main\n"
+                "from provisioner.cli.main import main\nsys.exit(main(['--version']))", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("provisioner "), r.stderr
 
 
@@ -40,7 +40,7 @@ def test_sim_without_matplotlib_writes_its_report_then_says_how_to_get_the_plots
     cfg = daemon_config(tmp_path, [sim_provider(tmp_path, "hosts", HOSTS_SIM),
                                    sim_provider(tmp_path, "units", UNITS_SIM)])
     out = tmp_path / "out"
-    r = without(("matplotlib",), "from provisioner.cli import main\n"
+    r = without(("matplotlib",), "from provisioner.cli.main import main\n"
                 f"sys.exit(main(['sim', '--config', {str(cfg)!r}, '--trace', {str(write_trace(tmp_path))!r}, "
                 f"'--out', {str(out)!r}]))", cwd=tmp_path)
     assert r.returncode == 1, (r.stdout, r.stderr)

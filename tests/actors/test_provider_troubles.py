@@ -10,7 +10,7 @@ from messages.commands import Append, Tick
 from messages.description import ProviderDescription, Template
 from messages.facts import RequestChanged, RequestPlanned, make_fact
 from messages.scripts import ScriptResult
-from provisioner.views import provider_details
+from provisioner.read.views import provider_details
 from tests.support.owner_actor import T0, owner
 
 BAD = "p describe: exit 1: cannot reach the cloud API"

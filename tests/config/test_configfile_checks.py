@@ -12,7 +12,7 @@ import pytest
 
 from config.load import LSF_SCRIPTS, load_config, public_url
 from config.located import ConfigError
-from provisioner.checkconfig import check_config_main
+from provisioner.cli.checkconfig import check_config_main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "provisioner.yaml"
 

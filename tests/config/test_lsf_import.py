@@ -1,4 +1,4 @@
-"""``provisioner/lsf_import.py``: an LSF ``hostProviders.json`` becomes a ``providers:`` section the daemon accepts."""
+"""``provisioner/cli/lsf_import.py``: an LSF ``hostProviders.json`` becomes a ``providers:`` section to run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from provisioner.lsf_import import LsfImportError, bases_from_env, providers_section
+from provisioner.cli.lsf_import import LsfImportError, bases_from_env, providers_section
 
 SCRIPTS = ("getAvailableTemplates", "requestMachines", "getRequestStatus", "requestReturnMachines",
            "getReturnRequests")

@@ -22,7 +22,7 @@ import yaml
 
 from messages.demand import DemandSnapshot, HostItem
 from persistence.controller import sqlite_path
-from provisioner.demo import SIM_SCRIPT
+from provisioner.cli.demo import SIM_SCRIPT
 from tests.support.daemons import sim_call, wait_until
 from tests.support.drills import SCRIPT_TIMEOUT, Cluster, free_port
 

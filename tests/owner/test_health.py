@@ -7,7 +7,7 @@ from messages.facts import ProviderAdmin
 from owner.effects import Notes
 from owner.health import DEGRADED_DESCRIBE_EVERY, DESCRIBE_EVERY, describe_again, health, why_degraded
 from policy.planning import PlanSettings, plan
-from provisioner.views import provider_details
+from provisioner.read.views import provider_details
 from state.projection import Projection
 from tests.support.facts import T0, commit, kinds, projection
 from tests.support.policy import demand, view

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from messages.facts import RequestChanged, RequestPlanned
-from provisioner.views import requests
+from provisioner.read.views import requests
 from state.projection import Projection
 from tests.support.policy import T0, feed
 

@@ -11,7 +11,7 @@ import pytest
 from messages.facts import Fact
 from persistence.snapshot import Snapshot, decode, encode
 from policy.costs import costs
-from provisioner import views
+from provisioner.read import views
 from state.projection import Projection
 from tests.support.facts import state
 from tests.support.snapshots import UNITS, varied_log

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.auditor import PACE, SHARE, pause
+from provisioner.audit.auditor import PACE, SHARE, pause
 
 
 def test_a_quick_slice_waits_the_least_pause():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from messages.facts import InstanceChanged, InstanceSeen, RequestPlanned
-from provisioner.bulk import BulkFilter, NoFilter, orders, select, summary
+from provisioner.surface.bulk import BulkFilter, NoFilter, orders, select, summary
 from state.projection import Projection
 from tests.support.policy import T0, feed
 

@@ -11,8 +11,8 @@ from config.models import Config
 from messages.description import ProviderDescription, Template
 from messages.facts import InstanceChanged, InstanceSeen, ProviderDescribed, make_fact
 from persistence.controller import open_controller
-from provisioner.metrics import Metrics
-from provisioner.readmodel import ReadModel
+from provisioner.metrics.collector import Metrics
+from provisioner.read.model import ReadModel
 
 T0 = 1_700_000_000.0
 HOUR = 3600.0

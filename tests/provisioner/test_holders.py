@@ -9,8 +9,8 @@ import pytest
 from messages.description import ProviderDescription, Template
 from messages.facts import LeaseChanged, ProviderAdmin, ProviderDescribed, make_fact
 from persistence.sqlite import SqliteController
-from provisioner.operations import Operations
-from provisioner.readmodel import ReadModel
+from provisioner.read.model import ReadModel
+from provisioner.surface.operations import Operations
 from tests.support.controllers import FakeClock
 
 TTL = 10.0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from messages.facts import InstanceSeen, NodesChanged
-from provisioner import views
-from provisioner.apimodels import InstanceRow
+from provisioner.api.models import InstanceRow
+from provisioner.read import views
 from state.projection import Projection
 from tests.support.policy import T0, feed, hosts
 

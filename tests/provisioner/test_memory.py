@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from provisioner.memory import fix_mmap_threshold, limit_arenas
+from provisioner.daemon.memory import fix_mmap_threshold, limit_arenas
 
 #: Frees a 1 MiB block (which makes glibc raise its threshold), then asks for 512 KiB and prints
 #: whether that block got a mapping of its own (mallinfo2's ``hblks`` grew).
 PROBE = """
 import ctypes, sys
-from provisioner.memory import fix_mmap_threshold
+from provisioner.daemon.memory import fix_mmap_threshold
 if sys.argv[1] == "fixed":
     assert fix_mmap_threshold()
 libc = ctypes.CDLL(None)
@@ -62,7 +62,7 @@ def test_an_operators_own_number_of_arenas_is_left_alone(monkeypatch):
 #: MiB before and after giving back what was freed.
 TRIM_PROBE = """
 import ctypes
-from provisioner.memory import give_back_freed
+from provisioner.daemon.memory import give_back_freed
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = (ctypes.c_void_p,)
@@ -94,7 +94,7 @@ def test_what_was_freed_inside_the_heap_goes_back_to_the_system():
 #: simulator's modules among what is loaded.
 RUN_IMPORTS = """
 import sys
-import provisioner.cli, provisioner.daemon, provisioner.memory, provisioner.resetguard
+import provisioner.cli.main, provisioner.daemon.root, provisioner.daemon.memory, provisioner.daemon.resetguard
 print(" ".join(sorted(m for m in sys.modules if m.startswith("sim."))))
 """
 

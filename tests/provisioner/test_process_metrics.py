@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from providers.persistent import Status
-from provisioner.metrics import ProcessCollector
+from provisioner.metrics.collector import ProcessCollector
 
 
 def status(phase: str = "ready", restarts: int = 0, degraded: str = "") -> Status:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from config.models import Config
-from provisioner.reload import plan_reload
+from provisioner.daemon.reload import plan_reload
 
 SCRIPT = {"style": "v2", "path": "/bin/true"}
 

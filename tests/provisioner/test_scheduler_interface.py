@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from messages.demand import DemandSnapshot, HostEvent, SupplySnapshot
-from provisioner.apimodels import HostEventBody
-from provisioner.schema import schema
+from provisioner.api.models import HostEventBody
+from provisioner.cli.schema import schema
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "scheduler-interface.md"
 

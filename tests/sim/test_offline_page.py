@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli import main
+from provisioner.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "offline-evaluation.md"

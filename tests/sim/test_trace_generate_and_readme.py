@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli import main
+from provisioner.cli.main import main
 from sim.config import load_sim_config
 from sim.plots import STYLES, cost_figure
 from sim.report import simulate, variants

@@ -12,7 +12,7 @@ import yaml
 from config.models import Config
 from persistence.controller import open_controller
 from persistence.replay import replay
-from provisioner.daemon import Daemon
+from provisioner.daemon.root import Daemon
 from state.projection import Projection
 from tests.support.daemons import HOSTS_SIM, UNITS_SIM, make_config, sim_provider, wait_state
 

@@ -15,8 +15,8 @@ import pytest
 from config.models import Config
 from persistence.controller import open_controller
 from persistence.replay import replay
-from provisioner.daemon import Daemon
-from provisioner.demo import SIM_SCRIPT
+from provisioner.cli.demo import SIM_SCRIPT
+from provisioner.daemon.root import Daemon
 
 #: How long a test waits for a ``provisioner run`` process to start and take its leases. Its imports
 #: alone take seconds, and many more on a loaded 2-core machine (CI runs while other work does): a

@@ -25,7 +25,7 @@ from messages.demand import DemandSnapshot, HostItem, UnitItem
 from persistence.controller import open_controller, sqlite_path
 from persistence.port import Controller
 from persistence.replay import replay
-from provisioner.demo import SIM_SCRIPT
+from provisioner.cli.demo import SIM_SCRIPT
 from tests.support.daemons import STARTUP, free_port, sim_call, tail, wait_until
 
 HOSTS_SIM = {"kind": "hosts", "seed": 5, "name_prefix": "h", "priority": 10, "cost_per_hour": 0.5, "lead_time": 0.3,

@@ -29,8 +29,8 @@ from messages.facts import (
 )
 from messages.scripts import ScriptResult
 from persistence.controller import open_controller
-from provisioner.metrics import Metrics
-from provisioner.readmodel import ReadModel
+from provisioner.metrics.collector import Metrics
+from provisioner.read.model import ReadModel
 
 #: The sample names a family of each type gives in the text format, for a family with no sample yet.
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",),

@@ -18,10 +18,10 @@ import pytest
 from messages.facts import Fact, make_fact
 from persistence.controller import open_controller
 from persistence.port import Controller
-from provisioner.api import create_app
-from provisioner.auth import TokenEntry, Tokens
-from provisioner.operations import Operations
-from provisioner.readmodel import ReadModel
+from provisioner.api.app import create_app
+from provisioner.api.auth import TokenEntry, Tokens
+from provisioner.read.model import ReadModel
+from provisioner.surface.operations import Operations
 from tests.support.api import TOKENS
 
 with warnings.catch_warnings():  # Starlette's test client warns about the httpx it is built on

@@ -39,7 +39,7 @@ import yaml
 from messages.demand import DemandSnapshot, HostItem, SupplyHost, SupplySnapshot, UnitItem
 from persistence.controller import open_controller
 from persistence.replay import catch_up, replay
-from provisioner.demo import SIM_SCRIPT
+from provisioner.cli.demo import SIM_SCRIPT
 from state.projection import Projection
 from tests.support.drills import Daemon, free_port
 from tests.support.ledger import Graces, Ledger, draw

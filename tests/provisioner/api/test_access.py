@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from provisioner.apiserver import ApiStartError
-from provisioner.auth import TokensError, load_tokens
-from provisioner.daemon import Daemon
+from provisioner.api.auth import TokensError, load_tokens
+from provisioner.api.server import ApiStartError
+from provisioner.daemon.root import Daemon
 from tests.support.api import TOKENS, write_tokens
 from tests.support.daemons import make_config
 

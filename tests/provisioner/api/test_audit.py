@@ -11,8 +11,8 @@ import pytest
 
 from messages.facts import Decision, InstanceChanged, InstanceSeen, LeaseChanged, Order, ProviderAdmin, make_fact
 from persistence.controller import open_controller
-from provisioner.audit import GENESIS, AuditLog, audited
-from provisioner.views import BadCursor
+from provisioner.audit.log import GENESIS, AuditLog, audited
+from provisioner.read.views import BadCursor
 from tests.support.daemons import end_process
 from tests.support.facts import decisions as facts
 
@@ -65,7 +65,7 @@ def test_any_edit_breaks_the_chain_where_it_happened(tmp_path, edit, problem):
 
 
 def test_a_rewritten_line_with_its_own_hash_recomputed_still_breaks_the_next_link(tmp_path):
-    from provisioner.audit import _line, parse
+    from provisioner.audit.log import _line, parse
 
     log = AuditLog(tmp_path / "audit.log")
     log.record(facts(4))

@@ -13,7 +13,7 @@ import pytest
 from messages.description import ProviderDescription
 from messages.facts import Decision, InstanceSeen, ProviderDescribed, make_fact
 from persistence.controller import open_controller
-from provisioner.audit import AuditLog
+from provisioner.audit.log import AuditLog
 
 
 @pytest.fixture

@@ -105,8 +105,8 @@ def test_cli_asks_before_acting_and_yes_acts_without_asking(tmp_path):
 
 
 def test_the_cli_over_rest_sends_the_body_the_api_takes(monkeypatch):
-    from provisioner.bulk import BulkBody, BulkFilter
-    from provisioner.client import Remote
+    from provisioner.cli.client import Remote
+    from provisioner.surface.bulk import BulkBody, BulkFilter
 
     sent = []
     remote = Remote("http://127.0.0.1:9")

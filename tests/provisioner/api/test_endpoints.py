@@ -8,7 +8,7 @@ from importlib.metadata import version
 
 import pytest
 
-from provisioner import views
+from provisioner.read import views
 from tests.support.api import DEMAND, TOKENS
 from tests.support.daemons import wait_until
 
@@ -64,7 +64,7 @@ def test_views_after_a_demand_round(start_api):
 
 
 def test_rows_are_the_cli_views_rows(start_api):
-    """REST and the CLI's direct mode show one shape: the rows of provisioner/views.py."""
+    """REST and the CLI's direct mode show one shape: the rows of provisioner/read/views.py."""
     api = start_api()
     api.demand_round()
     p = api.state()

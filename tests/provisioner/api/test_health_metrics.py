@@ -54,7 +54,7 @@ def test_an_unreachable_controller_is_a_gauge_at_0_and_the_scrape_still_answers(
     metrics, controller = exporter(tmp_path)
     assert series(scrape(metrics), "provisioner_controller_up") == {labels(): 1}
     controller.close()  # every read now raises ControllerUnavailable, as an unreachable controller does
-    with caplog.at_level(logging.INFO, logger="provisioner.healthmetrics"):
+    with caplog.at_level(logging.INFO, logger="provisioner.metrics.health"):
         m = scrape(metrics)
         scrape(metrics)
     assert [r.levelname for r in caplog.records] == ["WARNING"], "said once, not at every scrape"

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from provisioner import logging_setup
+from provisioner.cli import logging_setup
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,9 @@ from messages.facts import (
     make_fact,
 )
 from persistence.controller import open_controller
-from provisioner import views
-from provisioner.operations import Conflict, NotFound, Operations
-from provisioner.readmodel import ReadModel
+from provisioner.read import views
+from provisioner.read.model import ReadModel
+from provisioner.surface.operations import Conflict, NotFound, Operations
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from provisioner.metrics import SCRIPT_BUCKETS, ScriptTimes
+from provisioner.metrics.collector import SCRIPT_BUCKETS, ScriptTimes
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from provisioner.demo import SIM_SCRIPT
+from provisioner.cli.demo import SIM_SCRIPT
 from tests.support.api import DEMAND
 from tests.support.daemons import HOSTS_SIM, sim_provider
 

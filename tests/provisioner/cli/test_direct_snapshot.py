@@ -15,8 +15,8 @@ import yaml
 from bench.ready import fill
 from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
-from provisioner.cli import Direct
-from provisioner.readmodel import ReadModel
+from provisioner.cli.direct import Direct
+from provisioner.read.model import ReadModel
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.audit import AuditLog
+from provisioner.audit.log import AuditLog
 from tests.support.facts import decisions as facts
 
 pytestmark = pytest.mark.slow  # real processes: the command line run as an operator runs it

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from provisioner.cli import main
-from provisioner.cli_options import GLOBAL
+from provisioner.cli.main import main
+from provisioner.cli.options import GLOBAL
 
 
 def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

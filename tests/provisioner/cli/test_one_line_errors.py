@@ -18,7 +18,7 @@ import pytest
 
 from messages.facts import InstanceSeen, make_fact
 from persistence.controller import open_controller
-from provisioner.cli import main
+from provisioner.cli.main import main
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:

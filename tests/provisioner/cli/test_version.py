@@ -13,7 +13,8 @@ def test_version_prints_the_installed_version_and_exits_0():
     installed = version("provisioner")
     assert re.fullmatch(r"\d+\.\d+\.\d+", installed), installed
     command = Path(sys.executable).parent / "provisioner"  # the console script the package installs
-    for argv in ([str(command), "--version"], [sys.executable, "-m", "provisioner.cli", "--version"]):
+    for argv in ([str(command), "--version"], [sys.executable, "-m", "provisioner.cli", "--version"],
+                 [sys.executable, "-m", "provisioner", "--version"]):
         r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert (r.returncode, r.stdout, r.stderr) == (0, f"provisioner {installed}\n", ""), argv
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from messages.facts import Decision, ProviderAdmin, make_fact
-from provisioner.audit import AuditLog
-from provisioner.auditor import Auditor
-from provisioner.commit_hooks import CommitHooks
-from provisioner.daemon import Daemon
+from provisioner.audit.auditor import Auditor
+from provisioner.audit.log import AuditLog
+from provisioner.daemon.commit_hooks import CommitHooks
+from provisioner.daemon.root import Daemon
 from tests.support.daemons import make_config, wait_until
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from persistence.replay import replay
-from provisioner.daemon import Daemon
-from provisioner.demo import demo_config, sim_admin
+from provisioner.cli.demo import demo_config, sim_admin
+from provisioner.daemon.root import Daemon
 from sim.workload import BUSY_FOR, PHASES, DemoWorkload
 from tests.support.daemons import wait_until
 

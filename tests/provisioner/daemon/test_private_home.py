@@ -10,7 +10,7 @@ import httpx
 import pytest
 import yaml
 
-from provisioner.demo import demo_config
+from provisioner.cli.demo import demo_config
 from tests.support.daemons import HOSTS_SIM, PROCESS_TEST, RunProcess, free_port, sim_provider
 
 

@@ -11,7 +11,7 @@ import yaml
 from messages.demand import DemandSnapshot, HostItem
 from persistence.controller import open_controller
 from persistence.replay import replay
-from provisioner.daemon import Daemon
+from provisioner.daemon.root import Daemon
 from tests.support.daemons import HOSTS_SIM, UNITS_SIM, make_config, sim_provider, wait_until
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 from messages.facts import ProviderAdmin, make_fact
 from persistence.controller import open_controller
 from persistence.snapshot import SnapshotStore
-from provisioner.resetguard import ControllerReset, Mark, MarkKeeper, accept, check
+from provisioner.daemon.resetguard import ControllerReset, Mark, MarkKeeper, accept, check
 from tests.support.daemons import HOSTS_SIM, make_config, sim_provider, wait_until
 
 
@@ -103,7 +103,7 @@ def test_a_daemon_refuses_before_starting_anything(tmp_path, url) -> None:
     c.close()
     c = fresh(tmp_path, url)
     calls: list = []
-    from provisioner.daemon import Daemon
+    from provisioner.daemon.root import Daemon
 
     daemon = Daemon(cfg, home, controller=c, calls_factory=lambda *a: calls.append(a))
     with pytest.raises(ControllerReset, match="refusing to start: .* --accept-reset-controller"):

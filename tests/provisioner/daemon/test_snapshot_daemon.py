@@ -15,9 +15,9 @@ from messages.commands import CaughtUp, Committed, Subscribe
 from persistence.controller import open_controller
 from persistence.replay import replay
 from persistence.snapshot import SnapshotStore
-from provisioner.daemon import Daemon
-from provisioner.readmodel import ReadModel
-from provisioner.snapshotter import Snapshotter
+from provisioner.daemon.root import Daemon
+from provisioner.daemon.snapshotter import Snapshotter
+from provisioner.read.model import ReadModel
 from state.shared import SharedProjection
 from tests.support.facts import state
 from tests.support.fakes import Inbox

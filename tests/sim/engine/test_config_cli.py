@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli import main
+from provisioner.cli.main import main
 from sim.config import ConfigError, Spread, load_sim_config, with_settings
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sim.yaml"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli import main
+from provisioner.cli.main import main
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sim.yaml"
 
