@@ -1,0 +1,79 @@
+"""Warm capacity on dynamic nodes: which idle nodes the bridge holds ready, undrained, for the warm rules.
+
+A dynamic node that idles counts as busy in the scheduler's view until it
+is drained (``slurm.drain_after``): Slurm may start work on it any moment,
+so only a drained node may go back. For a warm host that is wrong twice:
+the daemon counts a host *ready* only when it is joined or idle, so a warm
+host listed busy makes it order more warm hosts; and a drained node takes
+no work, so the burst it was kept for waits for new hosts after all.
+
+So, of each warm scope's idle, undrained dynamic nodes, the bridge *holds*
+as many as its rules keep (``policy.warm``): enough for ``min_idle`` ready,
+and for ``min_hosts`` held counting the scope's other hosts, the youngest
+first, a host past its provider's ``max_lifetime`` never (the daemon orders
+its successor), as the daemon's return side keeps them. A held node is
+listed idle (the daemon counts it ready, and keeps it from return) and is
+not drained. A rule's hold ends ``lookahead`` before its schedule closes,
+so a node it held goes through the drain before the daemon's rule lets it
+go. The other idle nodes idle as before: busy, then drained.
+
+Pure: the rules, the facts and ``now``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from config.models import Config
+from messages.records import InstanceRecord
+from policy.settings import warm_policy
+from policy.warm import WarmPolicy
+
+#: Host states a rule counts as the scope's hosts (coming, up, idle or busy).
+HOLDING = frozenset({"requested", "provisioning", "running", "joined", "idle", "busy"})
+
+
+@dataclass(frozen=True)
+class WarmHold:
+    policy: WarmPolicy = field(default_factory=WarmPolicy)
+    #: provider -> its ``max_lifetime`` (seconds), where it has one
+    lifetimes: Mapping[str, float] = field(default_factory=dict)
+    #: How long before a rule's schedule closes its hold ends.
+    lookahead: float = 0.0
+
+    @classmethod
+    def of(cls, cfg: Config) -> WarmHold:
+        """The config's warm rules; a hold ends two sync rounds before a schedule closes."""
+        lifetimes = {p.name: p.policy.max_lifetime for p in cfg.providers if p.policy.max_lifetime is not None}
+        lookahead = 2 * cfg.slurm.sync_every if cfg.slurm is not None else 0.0
+        return cls(warm_policy(cfg.policy, cfg.providers), lifetimes, lookahead)
+
+    def held(self, idle: Iterable[InstanceRecord], hosts: Iterable[InstanceRecord], now: float) -> set[str]:
+        """The names of the hosts of ``idle`` (those of idle, undrained dynamic nodes) to hold ready.
+
+        ``hosts``: every live host of the daemon's (a scope's others count toward its ``min_hosts``)."""
+        idle = [i for i in idle if not self._aged(i, now)]
+        if not idle or not self.policy.rules:
+            return set()
+        candidates = {i.host for i in idle}
+        others = [i for i in hosts if i.state in HOLDING and not i.node and i.host not in candidates]
+        hold: set[str] = set()
+        for t, later in zip(self.policy.targets(now), self.policy.targets(now + self.lookahead)):
+            min_idle, min_hosts = min(t.min_idle, later.min_idle), min(t.min_hosts, later.min_hosts)
+            mine = [i for i in idle if t.holds(i.provider, i.template)]
+            rest = sum(1 for i in others if t.holds(i.provider, i.template))
+            k = min(len(mine), max(min_idle, min_hosts - rest)) - sum(1 for i in mine if i.host in hold)
+            if k <= 0:
+                continue
+            free = sorted((i for i in mine if i.host not in hold), key=lambda i: (-_since(i), i.key))
+            hold.update(i.host for i in free[:k])
+        return hold
+
+    def _aged(self, inst: InstanceRecord, now: float) -> bool:
+        lifetime = self.lifetimes.get(inst.provider)
+        return lifetime is not None and now - _since(inst) >= lifetime
+
+
+def _since(inst: InstanceRecord) -> float:
+    return inst.launched_at if inst.launched_at is not None else inst.seen_at
