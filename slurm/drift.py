@@ -26,7 +26,7 @@ nodes register under their host's name). For those:
 - **dynamic nodes**: a node idle for ``slurm.drain_after`` is drained; a
   drained node whose host is gone is deleted (``scontrol delete``); an
   idle node warm capacity holds (``slurm.warm``) is listed idle and not
-  drained.
+  drained (one drained for idling is resumed).
 
 Nothing here ever lets go of a node that runs a job.
 """
@@ -56,6 +56,8 @@ UP = frozenset({"running", "joined", "idle", "busy"})
 REASON = "provisioner"
 #: The reason this bridge gives a node it takes down because its host is gone.
 HOST_GONE = f"{REASON}: its host is gone"
+#: The reason this bridge gives a dynamic node it drains for idling (``slurm.drain_after``).
+IDLE_DRAIN = f"{REASON}: idle"
 
 
 class Node(Protocol):
@@ -158,16 +160,19 @@ def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: 
                 view.append(SupplyHost(name=n.name, provider=inst.provider, state="busy"))
             elif n.state == "IDLE":
                 drained = "DRAIN" in n.flags or "DRAINED" in n.flags
-                if is_dynamic and not drained and n.name in held:
-                    # Held ready for warm capacity: idle, and not drained (its idle time still counts).
+                if is_dynamic and n.name in held:
+                    # Held ready for warm capacity: idle, and not drained (its idle time still counts); one this
+                    # bridge drained for idling is taken back into service.
                     idle_since[n.name] = memory.idle_since.get(n.name, now)
                     view.append(SupplyHost(name=n.name, provider=inst.provider, state="idle"))
+                    if drained:
+                        updates.append(Update(n.name, (("state", "resume"),)))
                 elif is_dynamic and not drained:
                     first = idle_since[n.name] = memory.idle_since.get(n.name, now)
                     view.append(SupplyHost(name=n.name, provider=inst.provider, state="busy"))
                     if now - first >= drain_after:
                         updates.append(Update(n.name, (("state", "drain"),
-                                                       ("reason", f"{REASON}: idle for {now - first:.0f}s"))))
+                                                       ("reason", f"{IDLE_DRAIN} for {now - first:.0f}s"))))
                 else:
                     view.append(SupplyHost(name=n.name, provider=inst.provider, state="idle"))
         # --- binding
@@ -217,12 +222,15 @@ def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: 
 
 def _idle_dynamic(nodes: Iterable[Node], hosts: Mapping[str, InstanceRecord], cfg: SlurmConfig,
                   declared: Mapping[str, tuple[str, str]]) -> list[InstanceRecord]:
-    """The standing hosts of dynamic nodes that are up, idle and not drained: what warm capacity may hold."""
+    """The standing hosts of dynamic nodes that are up and idle, not drained or drained by this bridge for
+    idling: what warm capacity may hold."""
     out = []
     for n in nodes:
         inst = hosts.get(n.name)
+        drained = bool(n.flags & {"DRAIN", "DRAINED"})
         if cfg.partitions and inst is not None and not inst.node and n.name not in declared \
-                and inst.state in STANDING and n.state == "IDLE" and not n.flags & (NOT_UP | {"DRAIN", "DRAINED"}):
+                and inst.state in STANDING and n.state == "IDLE" and not n.flags & NOT_UP \
+                and (not drained or n.reason.startswith(IDLE_DRAIN)):
             out.append(inst)
     return out
 

@@ -7,15 +7,18 @@ the daemon counts a host *ready* only when it is joined or idle, so a warm
 host listed busy makes it order more warm hosts; and a drained node takes
 no work, so the burst it was kept for waits for new hosts after all.
 
-So, of each warm scope's idle, undrained dynamic nodes, the bridge *holds*
-as many as its rules keep (``policy.warm``): enough for ``min_idle`` ready,
+So, of each warm scope's idle dynamic nodes (undrained, or drained by the
+bridge for idling), the bridge *holds* as many as its rules keep (``policy.warm``): enough for ``min_idle`` ready,
 and for ``min_hosts`` held counting the scope's other hosts, the youngest
 first, a host past its provider's ``max_lifetime`` never (the daemon orders
 its successor), as the daemon's return side keeps them. A held node is
 listed idle (the daemon counts it ready, and keeps it from return) and is
 not drained. A rule's hold ends ``lookahead`` before its schedule closes,
 so a node it held goes through the drain before the daemon's rule lets it
-go. The other idle nodes idle as before: busy, then drained.
+go. A held node the bridge had drained is resumed (``scontrol update
+state=resume``): the daemon keeps the youngest idle hosts, drained or not,
+so the bridge holds the same ones. The other idle nodes idle as before:
+busy, then drained.
 
 Pure: the rules, the facts and ``now``.
 """
@@ -50,7 +53,8 @@ class WarmHold:
         return cls(warm_policy(cfg.policy, cfg.providers), lifetimes, lookahead)
 
     def held(self, idle: Iterable[InstanceRecord], hosts: Iterable[InstanceRecord], now: float) -> set[str]:
-        """The names of the hosts of ``idle`` (those of idle, undrained dynamic nodes) to hold ready.
+        """The names of the hosts of ``idle`` (those of idle dynamic nodes, undrained or drained for idling) to
+        hold ready.
 
         ``hosts``: every live host of the daemon's (a scope's others count toward its ``min_hosts``)."""
         idle = [i for i in idle if not self._aged(i, now)]

@@ -71,18 +71,27 @@ def test_a_node_taken_by_work_is_no_longer_held_and_the_hold_moves_to_an_idle_on
     assert drains(second) == []
 
 
-def test_a_drained_node_is_not_held_again_and_min_hosts_counts_the_scopes_other_hosts():
+def test_min_hosts_counts_the_scopes_other_hosts_and_a_node_drained_for_idling_is_resumed_when_held():
     p = Projection()
-    drained = N("h-1", flags=frozenset({"DYNAMIC_NORM", "DRAIN"}), address="10.0.0.9", hostname="h-1",
-                reason="provisioner: idle for 40s")
-    host(p, "h-1")
+    mine = N("h-1", flags=frozenset({"DYNAMIC_NORM", "DRAIN"}), address="10.0.0.9", hostname="h-1",
+             reason="provisioner: idle for 40s")
+    host(p, "h-1", launched=T0 + 9)
     working = host(p, "h-2")
-    nodes = [drained, N("h-2", "ALLOCATED", working.flags, "10.0.0.9", "h-2"), host(p, "h-3"), host(p, "h-4")]
+    nodes = [mine, N("h-2", "ALLOCATED", working.flags, "10.0.0.9", "h-2"), host(p, "h-3", launched=T0 + 5),
+             host(p, "h-4", launched=T0 + 1)]
     idled = Memory(idle_since={"h-3": T0, "h-4": T0})
     r = reconcile(nodes, p, DYN, {}, T0 + 100, idled, warm=hold(min_hosts=3))
     assert views(r) == [("h-1", "idle"), ("h-2", "busy"), ("h-3", "idle"), ("h-4", "busy")], \
-        "three held: the working one and the drained one count, so one idle node more"
+        "three held: the working one counts, so the two youngest idle ones"
     assert drains(r) == ["h-4"]
+    assert [u.argv() for u in r.updates if u.node == "h-1"] == [["update", "nodename=h-1", "state=resume"]], \
+        "drained for idling, now held: back in service"
+    other = N("h-1", flags=frozenset({"DYNAMIC_NORM", "DRAIN"}), address="10.0.0.9", hostname="h-1",
+              reason="provisioner: consolidation")
+    r = reconcile([other, *nodes[1:]], p, DYN, {}, T0 + 100, idled, warm=hold(min_hosts=3))
+    assert [u for u in r.updates if u.node == "h-1"] == [], "a drain for another reason is not undone"
+    assert views(r) == [("h-1", "idle"), ("h-2", "busy"), ("h-3", "idle"), ("h-4", "busy")], \
+        "it counts for min_hosts as any of the scope's hosts: one idle node more is held"
 
 
 def test_a_scope_holds_only_its_own_templates_and_a_host_past_its_max_lifetime_is_not_held():
