@@ -132,7 +132,7 @@ def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: 
     ``warm``: the warm rules, for which idle dynamic nodes are held ready (``slurm.warm``)."""
     nodes = list(nodes)
     hosts = hosts_by_node(p)
-    held = warm.held(_idle_dynamic(nodes, hosts, cfg, declared), hosts.values(), now) if warm else set()
+    held = warm.held(_idle_dynamic(nodes, hosts, cfg, declared), p, now) if warm else set()
     listed = {n.name for n in nodes}
     view: list[SupplyHost] = []
     updates: list[Update] = []

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from config.models import Config
 from messages.records import InstanceRecord
 from policy.settings import warm_policy
+from policy.supply import pending, unresolved
 from policy.warm import WarmPolicy
+from state.projection import Projection
 
 #: Host states a rule counts as the scope's hosts (coming, up, idle or busy).
 HOLDING = frozenset({"requested", "provisioning", "running", "joined", "idle", "busy"})
@@ -44,29 +46,43 @@ class WarmHold:
     lifetimes: Mapping[str, float] = field(default_factory=dict)
     #: How long before a rule's schedule closes its hold ends.
     lookahead: float = 0.0
+    #: How long a request order no owner took up counts as coming (``policy.request_timeout``).
+    order_timeout: float = 900.0
 
     @classmethod
     def of(cls, cfg: Config) -> WarmHold:
         """The config's warm rules; a hold ends two sync rounds before a schedule closes."""
         lifetimes = {p.name: p.policy.max_lifetime for p in cfg.providers if p.policy.max_lifetime is not None}
         lookahead = 2 * cfg.slurm.sync_every if cfg.slurm is not None else 0.0
-        return cls(warm_policy(cfg.policy, cfg.providers), lifetimes, lookahead)
+        return cls(warm_policy(cfg.policy, cfg.providers), lifetimes, lookahead, cfg.policy.request_timeout)
 
-    def held(self, idle: Iterable[InstanceRecord], hosts: Iterable[InstanceRecord], now: float) -> set[str]:
+    def held(self, idle: Iterable[InstanceRecord], p: Projection, now: float) -> set[str]:
         """The names of the hosts of ``idle`` (those of idle dynamic nodes, undrained or drained for idling) to
-        hold ready.
-
-        ``hosts``: every live host of the daemon's (a scope's others count toward its ``min_hosts``)."""
+        hold ready. A scope's other hosts count toward its ``min_hosts`` as the daemon counts them: coming, up,
+        idle or busy, and those of its open requests and pending orders not seen yet."""
         idle = [i for i in idle if not self._aged(i, now)]
         if not idle or not self.policy.rules:
             return set()
         candidates = {i.host for i in idle}
-        others = [i for i in hosts if i.state in HOLDING and not i.node and i.host not in candidates]
+        others: list[tuple[str, str | None, int]] = []
+        seen: dict[str, int] = {}
+        for inst in p.instances.values():
+            seen[inst.request_id] = seen.get(inst.request_id, 0) + 1
+            if inst.state in HOLDING and not inst.node and inst.host not in candidates and not self._aged(inst, now):
+                others.append((inst.provider, inst.template, 1))
+        for req in p.requests.values():
+            if req.action == "request" and req.supply == "hosts" and not req.names \
+                    and unresolved(req, now, self.order_timeout):
+                others.append((req.provider, req.template, req.count - seen.get(req.id, 0)))
+        for order in p.orders.values():
+            o = order.order
+            if o.supply == "hosts" and not o.names and pending(order, now, self.order_timeout):
+                others.append((order.provider, o.template, o.count))
         hold: set[str] = set()
         for t, later in zip(self.policy.targets(now), self.policy.targets(now + self.lookahead)):
             min_idle, min_hosts = min(t.min_idle, later.min_idle), min(t.min_hosts, later.min_hosts)
             mine = [i for i in idle if t.holds(i.provider, i.template)]
-            rest = sum(1 for i in others if t.holds(i.provider, i.template))
+            rest = sum(max(0, n) for provider, template, n in others if t.holds(provider, template))
             k = min(len(mine), max(min_idle, min_hosts - rest)) - sum(1 for i in mine if i.host in hold)
             if k <= 0:
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 from config.load import load_config
 from config.models import SlurmConfig
 from config.schedule import parse_schedule
-from messages.facts import InstanceChanged, InstanceSeen, make_fact
+from messages.facts import InstanceChanged, InstanceSeen, RequestPlanned, make_fact
 from persistence.controller import open_controller
 from policy.warm import WarmPolicy, WarmRule
 from slurm.drift import Memory, reconcile
@@ -142,3 +142,12 @@ def test_the_sync_service_holds_what_the_configs_min_idle_keeps(tmp_path):
         assert [c[:3] for c in slurm.calls if "state=drain" in c] == [["update", "nodename=h-1", "state=drain"]]
     finally:
         controller.close()
+
+
+def test_min_hosts_counts_the_hosts_of_open_requests_as_the_daemon_does():
+    # Three idle hosts and one more requested: a floor of 3 holds two of the idle ones, as the daemon keeps two.
+    p = Projection()
+    nodes = [host(p, "h-1", launched=T0), host(p, "h-2", launched=T0 + 1), host(p, "h-3", launched=T0 + 2)]
+    feed(p, "aws", RequestPlanned(action="request", supply="hosts", template="t", count=1), now=T0 + 5, ids=["r-9"])
+    r = reconcile(nodes, p, DYN, {}, T0 + 10, Memory(), warm=hold(min_hosts=3))
+    assert views(r) == [("h-1", "busy"), ("h-2", "idle"), ("h-3", "idle")]
