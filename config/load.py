@@ -45,6 +45,7 @@ from config.models import (
     Config,
     ControllerConfig,
     InstanceConfig,
+    PolicyConfig,
     ProviderConfig,
     ResourceConfig,
     SlurmConfig,
@@ -111,12 +112,13 @@ class _Parts:
     api: ApiConfig | None
     slurm: SlurmConfig | None
     home: Path | None
+    policy: PolicyConfig | None = None
 
     @classmethod
     def of(cls, cfg: Config) -> _Parts:
         return cls(providers=list(enumerate(cfg.providers)), named={p.name for p in cfg.providers},
                    resources=list(enumerate(cfg.resources)), instance=cfg.instance, serves=cfg.instance.serves,
-                   controller=cfg.controller, api=cfg.api, slurm=cfg.slurm, home=cfg.home)
+                   controller=cfg.controller, api=cfg.api, slurm=cfg.slurm, home=cfg.home, policy=cfg.policy)
 
     @classmethod
     def partial(cls, data: dict[Any, Any]) -> _Parts:
@@ -149,7 +151,8 @@ class _Parts:
         serves = instance.serves if instance is not None else [n for n in raw_serves if isinstance(n, str)]
         return cls(providers=entries("providers", ProviderConfig), named=named,
                    resources=entries("resources", ResourceConfig), instance=instance, serves=serves,
-                   controller=valid("controller"), api=valid("api"), slurm=valid("slurm"), home=valid("home"))
+                   controller=valid("controller"), api=valid("api"), slurm=valid("slurm"), home=valid("home"),
+                   policy=valid("policy"))
 
 
 def _semantic_issues(cfg: _Parts, at: Where) -> list[ConfigIssue]:
@@ -221,6 +224,7 @@ def _semantic_issues(cfg: _Parts, at: Where) -> list[ConfigIssue]:
 
     if cfg.slurm is not None:
         issues += _slurm_issues(cfg.slurm, kinds, cfg.named, names, at)
+        issues += _warm_named_issues(cfg.slurm, cfg.policy, cfg.providers, at)
 
     if cfg.api is None:
         return issues
@@ -263,6 +267,36 @@ def _slurm_issues(slurm: SlurmConfig, kinds: dict[str, str], named: set[str], na
             issues.append(at.issue(("slurm", "nodes", k, "provider"),
                                    f"provider {ns.provider!r} is of kind {kinds[ns.provider]}; nodes need a hosts "
                                    "provider"))
+    return issues
+
+
+def _warm_named_issues(slurm: SlurmConfig, policy: PolicyConfig | None, providers: list[tuple[int, ProviderConfig]],
+                       at: Where) -> list[ConfigIssue]:
+    """Warm capacity covers no template of Slurm's power-saving nodes: Slurm resumes and suspends them by
+    name, and a host the daemon makes on its own has no name, so it never joins (docs/slurm.md)."""
+    if not slurm.nodes:
+        return []
+    issues: list[ConfigIssue] = []
+    why = ("Slurm resumes and suspends those nodes by name, and a warm host has none, so it would never join: "
+           "keep them up with slurm.conf's SuspendExcNodes")
+    if policy is not None and (policy.min_idle or policy.min_hosts):
+        key = "min_idle" if policy.min_idle else "min_hosts"
+        ns = slurm.nodes[0]
+        issues.append(at.issue(("policy", key), (
+            f"warm capacity of every hosts provider covers {ns.provider}/{ns.template}, the template of Slurm's "
+            f"power-saving nodes {ns.names} (slurm.nodes, line {at.line(('slurm', 'nodes', 0, 'names'))}); {why}, "
+            "or give it to a provider of dynamic nodes (providers[].policy.warm)")))
+    for i, p in providers:
+        for j, rule in enumerate(p.policy.warm):
+            if not (rule.min_idle or rule.min_hosts):
+                continue
+            for k, ns in enumerate(slurm.nodes):
+                if ns.provider == p.name and rule.template in (None, ns.template):
+                    issues.append(at.issue(("providers", i, "policy", "warm", j), (
+                        f"warm capacity covers {ns.provider}/{ns.template}, the template of Slurm's power-saving "
+                        f"nodes {ns.names} (slurm.nodes[{k}], line {at.line(('slurm', 'nodes', k, 'names'))}); "
+                        f"{why}, or name another template")))
+                    break
     return issues
 
 

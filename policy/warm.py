@@ -241,22 +241,22 @@ def kept(targets: Sequence[Target], counts: Sequence[Count], due: Mapping[str, I
          limits: Mapping[str, ProviderLimits], now: float) -> set[str]:
     """The keys of the hosts in ``due`` (idle hosts reclaim would give back now) that warm capacity keeps.
 
-    Each scope, most specific first, keeps ``Count.keep`` of its idle hosts: those that stay anyway (not
-    due, or kept by a scope before it) count first; then the due ones, the youngest first, those past
-    their ``max_lifetime`` last.
+    Each scope, most specific first, keeps ``Count.keep`` of its idle hosts: those kept by a scope before
+    it count first; then the youngest, due or not, those past their ``max_lifetime`` last. A host not due
+    stays this round in any case, so one older than those kept goes back once it is due. Always the
+    youngest, not first those that stay anyway: a scheduler that holds idle hosts ready for warm capacity
+    (the Slurm bridge's dynamic nodes) holds the youngest, and an idle host it holds must not be the one
+    given back while an older one that just went idle is kept.
     """
-    keep: set[str] = set()
+    chosen: set[str] = set()
     for t, c in zip(targets, counts):
-        k = c.keep(t)
+        k = c.keep(t) - sum(1 for i in c.idle if i.key in chosen)
         if k <= 0:
             continue
-        k -= sum(1 for i in c.idle if i.key not in due or i.key in keep)
-        if k <= 0:
-            continue
-        candidates = [i for i in c.idle if i.key in due and i.key not in keep]
+        candidates = [i for i in c.idle if i.key not in chosen]
         candidates.sort(key=lambda i: (_aged(i, limits, now), -_since(i), i.key))
-        keep.update(i.key for i in candidates[:k])
-    return keep
+        chosen.update(i.key for i in candidates[:k])
+    return {key for key in chosen if key in due}
 
 
 def _since(inst: InstanceRecord) -> float:

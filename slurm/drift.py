@@ -24,7 +24,9 @@ nodes register under their host's name). For those:
   - a host made for a name Slurm no longer lists (taken out of slurm.conf):
     let go after ``slurm.undeclared_grace``;
 - **dynamic nodes**: a node idle for ``slurm.drain_after`` is drained; a
-  drained node whose host is gone is deleted (``scontrol delete``).
+  drained node whose host is gone is deleted (``scontrol delete``); an
+  idle node warm capacity holds (``slurm.warm``) is listed idle and not
+  drained (one drained for idling is resumed).
 
 Nothing here ever lets go of a node that runs a job.
 """
@@ -39,6 +41,7 @@ from config.models import SlurmConfig
 from messages.demand import SupplyHost, SupplySnapshot
 from messages.facts import NodesChanged, Payload
 from messages.records import InstanceRecord
+from slurm.warm import WarmHold
 from state.projection import Projection
 
 #: Base states of a node that runs work.
@@ -53,6 +56,8 @@ UP = frozenset({"running", "joined", "idle", "busy"})
 REASON = "provisioner"
 #: The reason this bridge gives a node it takes down because its host is gone.
 HOST_GONE = f"{REASON}: its host is gone"
+#: The reason this bridge gives a dynamic node it drains for idling (``slurm.drain_after``).
+IDLE_DRAIN = f"{REASON}: idle"
 
 
 class Node(Protocol):
@@ -121,11 +126,13 @@ def hosts_by_node(p: Projection, providers: Iterable[str] | None = None) -> dict
 
 
 def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: Mapping[str, tuple[str, str]],
-              now: float, memory: Memory, idle_time: float = 600.0) -> Round:
+              now: float, memory: Memory, idle_time: float = 600.0, warm: WarmHold | None = None) -> Round:
     """The round's view, updates and facts. ``declared``: the config's power-saving nodes (name -> provider,
-    template). With ``cfg.partitions`` (dynamic nodes), a node of a live host's own name is a dynamic node."""
+    template). With ``cfg.partitions`` (dynamic nodes), a node of a live host's own name is a dynamic node;
+    ``warm``: the warm rules, for which idle dynamic nodes are held ready (``slurm.warm``)."""
     nodes = list(nodes)
     hosts = hosts_by_node(p)
+    held = warm.held(_idle_dynamic(nodes, hosts, cfg, declared), p, now) if warm else set()
     listed = {n.name for n in nodes}
     view: list[SupplyHost] = []
     updates: list[Update] = []
@@ -153,12 +160,19 @@ def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: 
                 view.append(SupplyHost(name=n.name, provider=inst.provider, state="busy"))
             elif n.state == "IDLE":
                 drained = "DRAIN" in n.flags or "DRAINED" in n.flags
-                if is_dynamic and not drained:
+                if is_dynamic and n.name in held:
+                    # Held ready for warm capacity: idle, and not drained (its idle time still counts); one this
+                    # bridge drained for idling is taken back into service.
+                    idle_since[n.name] = memory.idle_since.get(n.name, now)
+                    view.append(SupplyHost(name=n.name, provider=inst.provider, state="idle"))
+                    if drained:
+                        updates.append(Update(n.name, (("state", "resume"),)))
+                elif is_dynamic and not drained:
                     first = idle_since[n.name] = memory.idle_since.get(n.name, now)
                     view.append(SupplyHost(name=n.name, provider=inst.provider, state="busy"))
                     if now - first >= drain_after:
                         updates.append(Update(n.name, (("state", "drain"),
-                                                       ("reason", f"{REASON}: idle for {now - first:.0f}s"))))
+                                                       ("reason", f"{IDLE_DRAIN} for {now - first:.0f}s"))))
                 else:
                     view.append(SupplyHost(name=n.name, provider=inst.provider, state="idle"))
         # --- binding
@@ -204,6 +218,21 @@ def reconcile(nodes: Iterable[Node], p: Projection, cfg: SlurmConfig, declared: 
         facts.append((provider, NodesChanged(kind="nodes_suspended", names=sorted(names),
                                              reason="the Slurm bridge's sync: " + _why(names, listed))))
     return Round(SupplySnapshot(hosts=view), updates, facts, notes, Memory(hostless, undeclared, idle_since))
+
+
+def _idle_dynamic(nodes: Iterable[Node], hosts: Mapping[str, InstanceRecord], cfg: SlurmConfig,
+                  declared: Mapping[str, tuple[str, str]]) -> list[InstanceRecord]:
+    """The standing hosts of dynamic nodes that are up and idle, not drained or drained by this bridge for
+    idling: what warm capacity may hold."""
+    out = []
+    for n in nodes:
+        inst = hosts.get(n.name)
+        drained = bool(n.flags & {"DRAIN", "DRAINED"})
+        if cfg.partitions and inst is not None and not inst.node and n.name not in declared \
+                and inst.state in STANDING and n.state == "IDLE" and not n.flags & NOT_UP \
+                and (not drained or n.reason.startswith(IDLE_DRAIN)):
+            out.append(inst)
+    return out
 
 
 def _why(names: list[str], listed: set[str]) -> str:

@@ -26,6 +26,7 @@ from persistence.port import Controller
 from slurm.drift import Memory, Node, Round, reconcile
 from slurm.dynamic import Job, demand
 from slurm.power import node_sets
+from slurm.warm import WarmHold
 from state.projection import Projection
 
 log = logging.getLogger("provisioner-slurm")
@@ -56,6 +57,7 @@ class Sync:
         self.p = Projection()
         self.memory = Memory()
         self.declared = node_sets(cfg.slurm)
+        self.warm = WarmHold.of(cfg)
         self.last_demand: DemandSnapshot | None = None
 
     def catch_up(self) -> None:
@@ -78,7 +80,8 @@ class Sync:
         try:
             self.catch_up()
             now = self.clock()
-            r = reconcile(nodes, self.p, self.scfg, self.declared, now, self.memory, self.cfg.policy.idle_time)
+            r = reconcile(nodes, self.p, self.scfg, self.declared, now, self.memory, self.cfg.policy.idle_time,
+                          self.warm)
             if r.facts:
                 self.controller.append([make_fact(payload, provider=provider, now=now) for provider, payload
                                         in r.facts])

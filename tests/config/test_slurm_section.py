@@ -54,3 +54,49 @@ def test_a_bad_section_names_the_place(tmp_path, slurm, said):
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, slurm)
     assert said in str(caught.value)
+
+
+WARM = """
+instance: {id: a, serves: [aws, dyn], planner: true}
+controller: {url: "sqlite:///state.db"}
+policy: {min_idle: %(global)s}
+providers:
+  - name: aws
+    kind: hosts
+    script: {style: v2, path: /bin/true}
+    policy: {warm: [%(aws)s]}
+  - {name: dyn, kind: hosts, script: {style: v2, path: /bin/true}, policy: {warm: [{min_idle: 2}]}}
+slurm:
+  nodes:
+    - {names: "cloud[1-4]", provider: aws, template: t3-large}
+  partitions: [dyn]
+"""
+
+
+def warm(tmp_path: Path, **over: str):
+    path = tmp_path / "provisioner.yaml"
+    path.write_text(WARM % {"global": "0", "aws": "", **over})
+    return load_config(path, check_files=False)
+
+
+@pytest.mark.parametrize(("over", "said"), [
+    ({"global": "2"}, "provisioner.yaml:4: policy.min_idle: warm capacity of every hosts provider covers "
+                      "aws/t3-large, the template of Slurm's power-saving nodes cloud[1-4] (slurm.nodes, line 13); "
+                      "Slurm resumes and suspends those nodes by name, and a warm host has none, so it would never "
+                      "join: keep them up with slurm.conf's SuspendExcNodes, or give it to a provider of dynamic "
+                      "nodes (providers[].policy.warm)"),
+    ({"aws": "{min_hosts: 1}"}, "provisioner.yaml:9: providers[0].policy.warm[0]: warm capacity covers "
+                                "aws/t3-large, the template of Slurm's power-saving nodes cloud[1-4] (slurm.nodes[0], "
+                                "line 13)"),
+    ({"aws": "{template: t3-large, min_idle: 1}"}, "providers[0].policy.warm[0]: warm capacity covers aws/t3-large"),
+])
+def test_warm_capacity_over_power_saving_nodes_is_refused_naming_the_rule_and_the_node_set(tmp_path, over, said):
+    with pytest.raises(ConfigError) as caught:
+        warm(tmp_path, **over)
+    assert said in str(caught.value)
+
+
+def test_warm_capacity_of_another_template_or_a_dynamic_nodes_provider_is_taken(tmp_path):
+    cfg = warm(tmp_path, aws="{template: m5.large, min_idle: 1}, {schedule: '08:00-09:00'}")
+    assert [(r.template, r.min_idle) for r in cfg.providers[0].policy.warm] == [("m5.large", 1), (None, 0)]
+    assert cfg.providers[1].policy.warm[0].min_idle == 2

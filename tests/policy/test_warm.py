@@ -210,6 +210,19 @@ def test_min_idle_keeps_that_many_idle_hosts_and_no_more():
     assert returned(out) == ["m0", "m1", "m2"]
 
 
+def test_min_idle_keeps_the_youngest_idle_hosts_even_when_an_older_one_just_went_idle():
+    # Two young hosts idle long (due), two old ones idle just now (not due): a scheduler that holds the youngest
+    # ready for warm capacity (the Slurm bridge does) must not see them given back while the old ones stay.
+    p = world()
+    idle_host(p, "a", "young1", "a-t", launched=T0 + 50, idle_at=T0 + 60)
+    idle_host(p, "a", "young2", "a-t", launched=T0 + 51, idle_at=T0 + 60)
+    idle_host(p, "a", "old1", "a-t", launched=T0, idle_at=T0 + 60 + IDLE)
+    idle_host(p, "a", "old2", "a-t", launched=T0 + 1, idle_at=T0 + 60 + IDLE)
+    s = settings(WarmRule(provider=None, template=None, min_idle=2))
+    assert returned(round_(p, T0 + 60 + IDLE, s)) == [], "the young two kept; the old two not due yet"
+    assert returned(round_(p, T0 + 60 + 2 * IDLE, s)) == ["old1", "old2"], "the old two go once due"
+
+
 def test_a_host_past_its_max_lifetime_stands_in_until_its_successor_is_ordered():
     p = world()
     idle_host(p, "a", "old", "a-t", launched=T0, idle_at=T0 + 10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,9 @@ class SlurmCluster(Cluster):
     """One daemon serving a provider whose machines are local slurmds, and the bridge's config beside it."""
 
     def __init__(self, tmp: Path, deliver: str = "yes", delay: float = 0.0, nodes: int = 4, dynamic: str = "",
-                 **policy) -> None:
+                 future: bool = False, **policy) -> None:
         super().__init__(tmp, ttl=3.0, **policy)
-        self.deliver, self.delay, self.nodes, self.dynamic = deliver, delay, nodes, dynamic
+        self.deliver, self.delay, self.nodes, self.dynamic, self.future = deliver, delay, nodes, dynamic, future
         self.state_dir = tmp / "machines"
         self.slurm: SlurmWorld | None = None
         self.syncs: list[subprocess.Popen] = []
@@ -41,7 +42,7 @@ class SlurmCluster(Cluster):
         assert self.slurm is not None
         env.write_text(f"SLURMD_STATE={self.state_dir}\nSLURM_CONF={self.slurm.conf}\nSLURMD=/usr/sbin/slurmd\n"
                        f"SLURMD_DELIVER={self.deliver}\nSLURMD_DELAY={self.delay}\nSLURMD_MAX={self.nodes * 2}\n"
-                       f"SLURMD_DYNAMIC={self.dynamic}\n")
+                       f"SLURMD_DYNAMIC={self.dynamic}\nSLURMD_FUTURE={'yes' if self.future else 'no'}\n")
         env.chmod(0o600)
         return {"name": name, "kind": "hosts", "env_file": str(env),
                 "script": {"style": "v2", "path": str(wrapper), "timeout": "20s"}}
@@ -88,8 +89,9 @@ def make_world(tmp_path):
     assert not installed(), f"Slurm is not installed ({', '.join(installed())}): .ci/run installs it"
     made: list[SlurmCluster] = []
 
-    def make(deliver: str = "yes", delay: float = 0.0, nodes: int = 4, dynamic: str = "", **policy) -> SlurmCluster:
-        cluster = SlurmCluster(tmp_path, deliver=deliver, delay=delay, nodes=nodes, dynamic=dynamic,
+    def make(deliver: str = "yes", delay: float = 0.0, nodes: int = 4, dynamic: str = "", future: bool = False,
+             **policy) -> SlurmCluster:
+        cluster = SlurmCluster(tmp_path, deliver=deliver, delay=delay, nodes=nodes, dynamic=dynamic, future=future,
                                **{"idle_time": "0s", **policy})
         made.append(cluster)
         return cluster
@@ -294,3 +296,61 @@ def restarts(slurm: SlurmWorld, job: int) -> int:
     """How many times Slurm requeued the job (``squeue --json`` lists finished jobs too)."""
     doc = json.loads(slurm.run("squeue", "--json").stdout)
     return next(j["restart_cnt"] for j in doc["jobs"] if j["job_id"] == job)
+
+
+@pytest.mark.timeout(480)
+def test_warm_capacity_a_burst_starts_on_the_warm_dynamic_nodes_at_once_and_a_job_beyond_them_waits_lead_time(
+        make_world, tmp_path):
+    # Machines boot in LEAD seconds; two are kept warm. Dynamic nodes here are slurm.conf's future nodes dyn-1 ..
+    # (slurmd -F, a Port= each), since only one slurmd -Z fits a machine; the bridge sees them as any dynamic node.
+    lead, drain_after = 25, 5
+    world = make_world(dynamic="CPUs=2 RealMemory=1000 Feature=dyn", future=True, delay=float(lead), nodes=8,
+                       min_idle=2)
+    world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", nodes=8, dynamic=True, future="CPUs=2 RealMemory=1000",
+                             suspend_time=3600)
+    world.config("a")
+    daemon = world.start("a")
+    world.sync()
+    sync_log = lambda: (tmp_path / "sync.log").read_text()[-3000:]  # noqa: E731
+
+    def idle_nodes() -> list[str]:
+        return sorted(n for n, (state, flags) in world.slurm.nodes().items()
+                      if state == "IDLE" and not flags & {"DRAIN", "DRAINED", "POWERING_DOWN", "POWERED_DOWN"})
+
+    warm = wait_until(lambda: idle if len(idle := idle_nodes()) == 2 else None, 150,
+                      "two warm hosts made, registered and idle in Slurm", said=lambda: sync_log() + daemon.tail())
+    since = time.monotonic()
+
+    def held() -> bool:
+        assert idle_nodes() == warm, f"the warm nodes stay idle and undrained: {world.slurm.nodes()}"
+        return time.monotonic() - since >= 3 * drain_after
+
+    wait_until(held, 60, f"the warm nodes idle for 3 x drain_after ({drain_after}s)", said=sync_log)
+    orders = lambda: [f for f in world.c.read() if f.kind == "order" and f.payload.action == "request"]  # noqa: E731
+    before = len(orders())
+    assert [(f.payload.item_id, f.payload.count) for f in orders()] == [("warm/*", 2)], \
+        "two warm hosts ordered, and no more for the two that are up"
+    jobs = [world.slurm.submit("-p", "dyn", "-c2", "--wrap", "sleep 240") for _ in range(3)]
+    times = lambda: {j["job_id"]: (j["job_state"], j["submit_time"], j["start_time"], j["nodes"])  # noqa: E731
+                     for j in json.loads(world.slurm.run("squeue", "--json").stdout)["jobs"]}
+    wait_until(lambda: sum(times()[j][0] == "RUNNING" for j in jobs) >= 2, 60, "two of the burst running",
+               said=world.slurm.log)
+    burst = sorted((start - submit, node) for j in jobs if (t := times()[j])[0] == "RUNNING"
+                   for _, submit, start, node in [t])
+    assert len(burst) == 2 and {node for _, node in burst} == set(warm), burst
+    assert all(waited <= lead / 3 for waited, _ in burst), \
+        f"the burst started on the warm nodes without waiting the lead time ({lead}s): waited {burst}"
+    (third,) = [j for j in jobs if times()[j][0] != "RUNNING"]
+    wait_until(lambda: times()[third][0] == "RUNNING", 180, "the job beyond the warm nodes running on a new host",
+               said=lambda: sync_log() + daemon.tail())
+    _, submit, start, node = times()[third]
+    assert start - submit >= lead - 1 and node not in warm, \
+        f"the third job waited for a new host ({node}): {start - submit}s after its submit, lead time {lead}s"
+    refill = [f for f in orders()[before:] if f.payload.item_id == "warm/*"]
+    assert sum(f.payload.count for f in refill) >= 2, "the daemon ordered new warm hosts once the burst took them"
+    wait_until(lambda: len(idle_nodes()) >= 2, 150, "two new warm hosts idle and ready again",
+               said=lambda: sync_log() + daemon.tail())
+    assert not set(idle_nodes()) & set(warm) and times()[third][0] == "RUNNING"
+    print(f"warm burst: started {[w for w, _ in burst]}s after submit; the job beyond them {start - submit}s "
+          f"(lead time {lead}s)")
+    world.slurm.run("scancel", *map(str, jobs))

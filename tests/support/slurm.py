@@ -31,9 +31,13 @@ def installed() -> list[str]:
 
 class SlurmWorld:
     def __init__(self, tmp: Path, config: Path, nodes: int = 4, suspend_time: int = 10, resume_timeout: int = 120,
-                 dynamic: bool = False):
+                 dynamic: bool = False, future: str = ""):
         """``dynamic``: no nodes declared, and a partition ``dyn`` of the dynamic nodes with feature ``dyn``
-        (``slurmd -Z``), at most ``nodes`` of them."""
+        (``slurmd -Z``), at most ``nodes`` of them. ``future``: with ``dynamic``, the partition's nodes are
+        instead ``dyn-1`` .. ``dyn-N`` (``nodes`` of them) declared ``State=FUTURE`` with this node config
+        (``CPUs=2 RealMemory=1000``) and a ``Port=`` each, which a ``slurmd -F -N dyn-K`` takes up: a dynamic
+        ``slurmd -Z`` listens on ``SlurmdPort``, so only one fits a machine, where future nodes let several run
+        side by side."""
         self.tmp = tmp / "slurm"
         for sub in ("state", "log", "munge"):
             (self.tmp / sub).mkdir(parents=True, exist_ok=True)
@@ -67,6 +71,8 @@ class SlurmWorld:
         ]
         if dynamic:
             self.names = []
+            lines += [f"NodeName=dyn-{i} NodeAddr=127.0.0.1 State=FUTURE Feature=dyn {future} Port={free_port()}"
+                      for i in range(1, nodes + 1) if future]
             lines += ["Nodeset=dynamic Feature=dyn",
                       "PartitionName=dyn Nodes=dynamic Default=YES MaxTime=INFINITE State=UP"]
         else:

@@ -21,7 +21,10 @@ environment. Settings come from the provider's env_file:
 - ``SLURMD_DYNAMIC``: a dynamic node's ``--conf`` (``CPUs=16 RealMemory=16000
   Feature=dyn``): machines are named by the provider (``dyn-1`` ...), their
   slurmd registers with ``-Z`` under that name, and the template's ``ncpus``
-  and ``mem`` are the CPUs and RealMemory it gives.
+  and ``mem`` are the CPUs and RealMemory it gives;
+- ``SLURMD_FUTURE``: ``yes`` to start such a machine's slurmd as ``-F`` (a future node of slurm.conf's
+  ``dyn-K``, with a port of its own) instead of ``-Z``: several then fit this one host, where a ``-Z`` node
+  listens on ``SlurmdPort`` and only one does.
 
 Calls are idempotent by token: a repeated request answers the first one's id
 and starts nothing.
@@ -80,8 +83,9 @@ def dynamic() -> dict[str, str]:
 def start_slurmd(name: str) -> int:
     log = open(state_dir() / f"slurmd-{name}.log", "ab")
     conf = os.environ.get("SLURMD_DYNAMIC", "")
+    mode = ("-F",) if conf and os.environ.get("SLURMD_FUTURE") == "yes" else ("-Z", "--conf", conf) if conf else ()
     proc = subprocess.Popen([os.environ.get("SLURMD", "slurmd"), "-D", "-b", "-N", name,
-                             "-f", os.environ["SLURM_CONF"], *(("-Z", "--conf", conf) if conf else ())],
+                             "-f", os.environ["SLURM_CONF"], *mode],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     return proc.pid
 
