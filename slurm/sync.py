@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from config.models import Config
 from messages.demand import DemandSnapshot
@@ -25,6 +25,7 @@ from messages.facts import make_fact
 from persistence.port import Controller
 from slurm.drift import Memory, Node, Round, reconcile
 from slurm.dynamic import Job, demand
+from slurm.licenses import LicenseBridge, LicensePort
 from slurm.power import node_sets
 from state.projection import Projection
 
@@ -57,6 +58,9 @@ class Sync:
         self.memory = Memory()
         self.declared = node_sets(cfg.slurm)
         self.last_demand: DemandSnapshot | None = None
+        #: Elastic resources shown as Slurm licenses (``slurm.licenses``): ``slurm`` is their port too.
+        self.licenses = LicenseBridge(cfg, controller, cast(LicensePort, slurm)) if cfg.slurm.licenses else None
+        self.license_items: list = []
 
     def catch_up(self) -> None:
         while True:
@@ -64,6 +68,8 @@ class Sync:
             if not facts:
                 return
             self.p.apply_all(facts)
+            if self.licenses is not None:
+                self.licenses.saw(facts)
             if len(facts) < CHUNK:
                 return
 
@@ -71,7 +77,7 @@ class Sync:
         """One round; None when Slurm or the controller could not be read (nothing was sent)."""
         try:
             nodes = list(self.slurm.nodes())
-            jobs = list(self.slurm.jobs()) if self.scfg.partitions else []
+            jobs = list(self.slurm.jobs()) if self.scfg.partitions or self.licenses is not None else []
         except SlurmError as exc:
             log.error("sync: Slurm could not be read, nothing sent this round: %s", exc)
             return None
@@ -82,11 +88,20 @@ class Sync:
             if r.facts:
                 self.controller.append([make_fact(payload, provider=provider, now=now) for provider, payload
                                         in r.facts])
-            self.controller.put_supply(r.supply)
-            if self.scfg.partitions:
-                snapshot, skipped = demand(jobs, self.scfg.partitions)
+            supply = r.supply
+            if self.licenses is not None:
+                lic = self.licenses.round(self.p, jobs, now)
+                if lic is not None:
+                    self.license_items = list(lic.items)
+                    supply = supply.model_copy(update={"resources": lic.in_use})
+            self.controller.put_supply(supply)
+            if self.scfg.partitions or self.licenses is not None:
+                snapshot, skipped = demand(jobs, self.scfg.partitions) if self.scfg.partitions else \
+                    (DemandSnapshot(), [])
                 for line in skipped:
                     log.warning("sync: %s", line)
+                if self.license_items:
+                    snapshot = snapshot.model_copy(update={"items": [*snapshot.items, *self.license_items]})
                 if self.last_demand is None or snapshot.items != self.last_demand.items:
                     self.controller.put_demand(snapshot)
                     self.last_demand = snapshot
