@@ -1,0 +1,103 @@
+"""Elastic licenses on a real Slurm (issue 30): MariaDB, slurmdbd, slurmctld and a slurmd (``tests.support.slurmdbd``),
+a real daemon lending FlexNet tokens through ``provisioner-flexlm`` (its fake license server and real pool ledger,
+``tests.support.licenses``), and the bridge's sync service between them, so Slurm's jobs wait for, get and give
+back borrowed tokens."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.support.daemons import wait_until
+from tests.support.licenses import LicenseServer, LicenseSite, ledger_held
+from tests.support.slurmdbd import AccountedSlurm, installed
+
+pytestmark = pytest.mark.slow
+BASE, POOL, IDLE = 2, 10, 3.0
+
+
+class SlurmSite(LicenseSite):
+    """A license site whose config maps ``vcs`` to Slurm's license ``vcs@flex``."""
+
+    def config(self, instance: str):
+        path = super().config(instance)
+        cfg = yaml.safe_load(path.read_text())
+        cfg["slurm"] = {"licenses": [{"resource": "vcs", "license": "vcs@flex"}], "sync_every": "1s",
+                        "command_timeout": "20s"}
+        path.write_text(yaml.safe_dump(cfg))
+        return path
+
+
+@pytest.fixture
+def world(tmp_path):
+    assert not installed(), f"Slurm with accounting is not installed ({', '.join(installed())}): .ci/run does it"
+    made: dict = {}
+    yield made
+    for proc in made.get("syncs", []):
+        proc.kill()
+        proc.wait(10)
+    if "site" in made:
+        made["site"].close()
+        print(made["site"].tails())
+    if "slurm" in made:
+        print("----- slurmctld -----\n" + made["slurm"].log(60))
+        made["slurm"].stop()
+    log = tmp_path / "sync.log"
+    print("----- sync -----\n" + (log.read_text()[-4000:] if log.exists() else ""))
+
+
+@pytest.mark.timeout(300)
+def test_three_jobs_of_two_tokens_borrow_four_run_and_slurms_total_falls_back_after_the_idle_time(world, tmp_path):
+    slurm = world["slurm"] = AccountedSlurm(tmp_path, count=BASE)
+    print(f"Slurm with accounting up in {slurm.took}")
+    server = LicenseServer(tmp_path / "license-server")
+    ledger = f"sqlite://{tmp_path}/ledger.db"
+    site = world["site"] = SlurmSite(tmp_path / "site-a", server, ledger, base=BASE, pool=POOL,
+                                     idle_time=f"{IDLE}s")
+    site.config("a")
+    daemon = site.start("a")
+    daemon.wait(lambda: site.described(), "the FlexNet provider described to the daemon")
+    sync = subprocess.Popen([sys.executable, "-m", "slurm.main", "--config", str(site.tmp / "a.yaml"), "sync"],
+                            stdout=open(tmp_path / "sync.log", "ab"), stderr=subprocess.STDOUT, env=slurm.env,
+                            start_new_session=True)
+    world["syncs"] = [sync]
+    sync_log = lambda: (tmp_path / "sync.log").read_text()[-3000:]  # noqa: E731
+    # The ceiling is published (base + pool), the units not borrowed held back: jobs may use the base.
+    wait_until(lambda: slurm.license() == {"Total": BASE + POOL, "Used": 0, "Reserved": POOL}, 60,
+               "Slurm showing the ceiling with the pool held back", said=lambda: sync_log() + slurm.log())
+
+    peak = {"held": 0}
+
+    def look() -> dict[str, int]:
+        """Slurm's license now; on every look, what is borrowed covers what Slurm's jobs use beyond the base."""
+        lic = slurm.license()
+        held = ledger_held(ledger).get("site-a", 0)
+        peak["held"] = max(peak["held"], held)
+        assert held >= lic["Used"] - BASE, f"{held} borrowed while Slurm's jobs hold {lic['Used']} of a base {BASE}"
+        assert lic["Total"] - lic["Reserved"] <= BASE + held, f"Slurm may hand out more than is held: {lic}"
+        return lic
+
+    jobs = [slurm.submit("-c1", "-L", "vcs@flex:2", "--wrap", "sleep 8") for _ in range(3)]
+    wait_until(lambda: sum(1 for j in jobs if slurm.jobs()[j] == ("PENDING", "Licenses")) == 2, 30,
+               "two of the jobs waiting on licenses", said=slurm.log)
+    wait_until(lambda: look()["Total"] - look()["Reserved"] == BASE + 4, 60,
+               "4 tokens borrowed and Slurm's usable total following them",
+               said=lambda: sync_log() + daemon.tail())
+    assert ledger_held(ledger) == {"site-a": 4}
+    wait_until(lambda: all(slurm.jobs()[j][0] in ("RUNNING", "COMPLETED") for j in jobs) and look() is not None,
+               60, "all three jobs running on the borrowed tokens", said=slurm.log)
+    wait_until(lambda: all(slurm.jobs()[j][0] == "COMPLETED" for j in jobs), 60, "the three jobs done",
+               said=slurm.log)
+    wait_until(lambda: ledger_held(ledger) == {} and look() == {"Total": BASE + POOL, "Used": 0, "Reserved": POOL},
+               60, "the tokens given back and Slurm's usable total back at the base",
+               said=lambda: sync_log() + daemon.tail())
+    assert peak["held"] == 4, f"borrowed {peak['held']} at most, for 4 units wanted"
+    assert site.published() == (BASE, 0, BASE)
+    published = [f.payload for f in site.c.read() if f.kind == "license_published"]
+    assert (published[0].count, published[0].reserved) == (BASE + POOL, POOL), "the ceiling first, the pool held"
+    assert POOL - 4 in {p.reserved for p in published}, "the reservation shrank by the 4 borrowed"
+    assert (published[-1].count, published[-1].reserved) == (BASE + POOL, POOL)
+    assert max(p.in_use for p in published) == 6, "Slurm's jobs held all 6 at once, and it was recorded"
