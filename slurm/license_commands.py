@@ -19,7 +19,7 @@ class LiveLicenses(LiveSlurm):
     """``LiveSlurm`` and the license commands (``slurm.licenses.LicensePort``)."""
 
     def _call(self, argv: list[str]) -> tuple[int, str, str]:
-        shown = " ".join(argv[:5])
+        shown = " ".join(argv[:6])
         try:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout,
                                   env=self.env)
