@@ -5,6 +5,7 @@ back borrowed tokens."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -101,3 +102,53 @@ def test_three_jobs_of_two_tokens_borrow_four_run_and_slurms_total_falls_back_af
     assert POOL - 4 in {p.reserved for p in published}, "the reservation shrank by the 4 borrowed"
     assert (published[-1].count, published[-1].reserved) == (BASE + POOL, POOL)
     assert max(p.in_use for p in published) == 6, "Slurm's jobs held all 6 at once, and it was recorded"
+
+
+@pytest.mark.timeout(300)
+def test_kill_9_of_the_owner_while_a_borrow_is_in_flight_the_standby_finishes_it_and_nothing_is_borrowed_twice(
+        world, tmp_path):
+    slurm = world["slurm"] = AccountedSlurm(tmp_path, count=BASE)
+    server = LicenseServer(tmp_path / "license-server")
+    ledger = f"sqlite://{tmp_path}/ledger.db"
+    site = world["site"] = SlurmSite(tmp_path / "site-a", server, ledger, base=BASE, pool=POOL,
+                                     idle_time=f"{IDLE}s")
+    site.config("a")
+    site.config("b")
+    roles = {"planner", "provider:lic"}
+    # a dies (SIGKILL) once the provider has lent the tokens, before it records the answer.
+    a = site.start("a", failpoints="request.after_script")
+    a.wait(lambda: {r for r in roles if site.owner(r) == "a"} == roles and site.described(),
+           "a to own the planner and the provider")
+    b = site.start("b")
+    sync = subprocess.Popen([sys.executable, "-m", "slurm.main", "--config", str(site.tmp / "a.yaml"), "sync"],
+                            stdout=open(tmp_path / "sync.log", "ab"), stderr=subprocess.STDOUT, env=slurm.env,
+                            start_new_session=True)
+    world["syncs"] = [sync]
+    sync_log = lambda: (tmp_path / "sync.log").read_text()[-3000:]  # noqa: E731
+    wait_until(lambda: slurm.license() == {"Total": BASE + POOL, "Used": 0, "Reserved": POOL}, 60,
+               "Slurm showing the ceiling with the pool held back", said=lambda: sync_log() + slurm.log())
+    jobs = [slurm.submit("-c1", "-L", "vcs@flex:2", "--wrap", "sleep 6") for _ in range(3)]
+    assert a.wait_dead(timeout=60) == -signal.SIGKILL, "a was to die between the grant and its record"
+    (call,) = site.calls("request")
+    token = call[2]
+    assert ledger_held(ledger) == {"site-a": 4}, "the provider lent the tokens before a died"
+    fenced = [f for f in site.c.read() if f.kind == "license_published"]
+    assert {f.payload.reserved for f in fenced} == {POOL}, "something borrowed was shown before it was recorded"
+
+    wait_until(lambda: {r for r in roles if site.owner(r) == "b"} == roles, site.ttl + 20, "b to take over",
+               said=b.tail)
+    wait_until(lambda: slurm.license()["Reserved"] == POOL - 4, 60,
+               "the standby finishing the borrow and Slurm's usable total following it",
+               said=lambda: sync_log() + b.tail())
+    assert [tok for _, _, tok in site.calls("request")] == [token, token], "b repeated a's call, under its token"
+    assert ledger_held(ledger) == {"site-a": 4}, "borrowed twice"
+    new_fence = site.c.leases.get("provider:lic").fence
+    shown = [f for f in site.c.read() if f.kind == "license_published" and f.payload.reserved == POOL - 4]
+    assert shown and {f.fence for f in shown} == {new_fence}, "published under the standby's fence only"
+    wait_until(lambda: all(slurm.jobs()[j][0] == "COMPLETED" for j in jobs), 90, "the three jobs run",
+               said=slurm.log)
+    wait_until(lambda: ledger_held(ledger) == {} and slurm.license() == {"Total": BASE + POOL, "Used": 0,
+                                                                         "Reserved": POOL},
+               60, "the tokens given back by the standby", said=lambda: sync_log() + b.tail())
+    assert site.published() == (BASE, 0, BASE)
+    assert b.alive()
