@@ -31,10 +31,14 @@ def installed() -> list[str]:
 
 
 class AccountedSlurm:
-    """``ClusterName=lic``, with the license ``vcs@flex`` made in slurmdbd (``count``, all of it for this cluster)."""
+    """``ClusterName=CLUSTER``, with the license ``license`` made in slurmdbd (``count``, all of it for this
+    cluster). ``shared``: a world whose munged, MariaDB and slurmdbd this cluster uses too (two clusters on one
+    slurmdbd); only its own slurmctld and slurmd are its to stop."""
 
-    def __init__(self, tmp: Path, count: int = 2, cpus: int = 4) -> None:
-        self.tmp = tmp / "slurm"
+    def __init__(self, tmp: Path, count: int = 2, cpus: int = 4, cluster: str = "lic", license: str = "vcs@flex",
+                 shared: AccountedSlurm | None = None) -> None:
+        self.cluster, self.license_name = cluster, license
+        self.tmp = tmp / f"slurm-{cluster}" if shared is not None else tmp / "slurm"
         for sub in ("state", "log", "munge"):
             (self.tmp / sub).mkdir(parents=True, exist_ok=True)
         self.sockets = Path(tempfile.mkdtemp(prefix="slurmdb-"))
@@ -45,15 +49,19 @@ class AccountedSlurm:
         self.took: dict[str, float] = {}
         self.user = os.environ.get("USER") or "root"
         started = time.monotonic()
+        name, _, server = license.partition("@")
         try:
-            self._munge()
-            self._mariadb()
-            self._slurmdbd()
+            if shared is None:
+                self._munge()
+                self._mariadb()
+                self._slurmdbd()
+            else:
+                self.munge_socket, self.dbd_port = shared.munge_socket, shared.dbd_port
             self._slurmctld(cpus)
-            self.run("sacctmgr", "-i", "add", "resource", "name=vcs", "server=flex", f"count={count}",
-                     "type=license", "cluster=lic", "percentallowed=100")
-            wait_until(lambda: "vcs@flex" in self.run("scontrol", "-o", "show", "licenses").stdout, 30,
-                       "slurmctld learning of the license vcs@flex", said=self.log)
+            self.run("sacctmgr", "-i", "add", "resource", f"name={name}", f"server={server}", f"count={count}",
+                     "type=license", f"cluster={cluster}", "percentallowed=100")
+            wait_until(lambda: license in self.run("scontrol", "-o", "show", "licenses").stdout, 30,
+                       f"slurmctld learning of the license {license}", said=self.log)
         except BaseException:
             self.stop()
             raise
@@ -115,7 +123,7 @@ class AccountedSlurm:
         t = time.monotonic()
         self.node_port = free_port()
         lines = [
-            "ClusterName=lic", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={free_port()}",
+            f"ClusterName={self.cluster}", "SlurmctldHost=localhost(127.0.0.1)", f"SlurmctldPort={free_port()}",
             f"SlurmdPort={free_port()}", f"SlurmUser={self.user}", f"SlurmdUser={self.user}", "AuthType=auth/munge",
             f"AuthInfo=socket={self.munge_socket}", "CredType=cred/munge", f"StateSaveLocation={self.tmp / 'state'}",
             f"SlurmdSpoolDir={self.sockets}/%n", f"SlurmctldPidFile={self.tmp / 'slurmctld.pid'}",
@@ -132,7 +140,7 @@ class AccountedSlurm:
             "PartitionName=main Nodes=lic1 Default=YES MaxTime=INFINITE State=UP",
         ]
         self.conf.write_text("\n".join(lines) + "\n")
-        self.run("sacctmgr", "-i", "add", "cluster", "lic")
+        self.run("sacctmgr", "-i", "add", "cluster", self.cluster)
         subprocess.run(["slurmctld"], check=True, timeout=30, env=self.env)
         wait_until(lambda: (self.tmp / "slurmctld.pid").exists(), 30, "slurmctld's pid file")
         self.pids.append(int((self.tmp / "slurmctld.pid").read_text()))
@@ -159,8 +167,10 @@ class AccountedSlurm:
         doc = json.loads(self.run("squeue", "--json").stdout)
         return {j["job_id"]: (j["job_state"], j["state_reason"]) for j in doc["jobs"]}
 
-    def license(self, name: str = "vcs@flex") -> dict[str, int]:
-        """``Total``, ``Used`` and ``Reserved`` of a license, as ``scontrol show licenses`` says them now."""
+    def license(self, name: str = "") -> dict[str, int]:
+        """``Total``, ``Used`` and ``Reserved`` of a license (this cluster's), as ``scontrol show licenses`` says
+        them now."""
+        name = name or self.license_name
         for line in self.run("scontrol", "-o", "show", "licenses").stdout.splitlines():
             pairs = dict(re.findall(r"(\w+)=(\S*)", line))
             if pairs.get("LicenseName") == name:
