@@ -5,13 +5,17 @@ back borrowed tokens."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
+from slurm.license_commands import LiveLicenses
+from slurm.licenses import Command, LicenseError
 from tests.support.daemons import wait_until
 from tests.support.licenses import LicenseServer, LicenseSite, ledger_held
 from tests.support.slurmdbd import AccountedSlurm, installed
@@ -215,3 +219,32 @@ def test_two_clusters_on_one_slurmdbd_borrow_from_one_pool_each_total_follows_it
         assert site.published() == (BASE, 0, BASE), name
         mine = {f.payload.license for f in site.c.read() if f.kind == "license_published"}
         assert mine == {site.license}, f"{name} published another cluster's license: {mine}"
+
+
+@pytest.mark.timeout(180)
+def test_what_a_real_slurm_says_when_it_refuses_is_one_line_naming_the_command(world, tmp_path):
+    slurm = world["slurm"] = AccountedSlurm(tmp_path, count=BASE)
+    live = LiveLicenses(env=slurm.env, timeout=30)
+    live.send(Command("count", "vcs@flex", 12))
+    assert live.licenses()["vcs@flex"].total == 12
+    assert live.reservation("provisioner-vcs") is None
+    live.send(Command("reserve", "vcs@flex", 10, "provisioner-vcs", slurm.user, exists=False))
+    assert live.reservation("provisioner-vcs") == {"vcs@flex": 10} and live.licenses()["vcs@flex"].reserved == 10
+    with pytest.raises(LicenseError) as unknown:
+        live.send(Command("count", "nope@flex", 3))
+    assert str(unknown.value) == "sacctmgr -i modify resource name=nope server=flex: exit 1: sacctmgr knows no " \
+                                 "such resource (Nothing modified)"
+    with pytest.raises(LicenseError) as refused:
+        live.send(Command("reserve", "nope@flex", 1, "provisioner-vcs", slurm.user, exists=True))
+    assert "scontrol update reservationname=provisioner-vcs licenses=nope@flex:1: exit 1: " in str(refused.value) \
+        and "Invalid license specification" in str(refused.value)
+    # slurmdbd down: sacctmgr cannot reach it; slurmctld still shows the licenses it knows.
+    dbd = int((slurm.tmp / "slurmdbd.pid").read_text())
+    os.kill(dbd, signal.SIGKILL)
+    wait_until(lambda: not Path(f"/proc/{dbd}/cmdline").exists() or not Path(f"/proc/{dbd}/cmdline").read_bytes(),
+               10, "slurmdbd gone")
+    with pytest.raises(LicenseError) as down:
+        live.send(Command("count", "vcs@flex", 8))
+    assert str(down.value).startswith("sacctmgr -i modify resource name=vcs server=flex: exit 1: "), down.value
+    print(down.value)
+    assert live.licenses()["vcs@flex"].total == 12, "nothing changed"
