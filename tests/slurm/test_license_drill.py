@@ -248,3 +248,5 @@ def test_what_a_real_slurm_says_when_it_refuses_is_one_line_naming_the_command(w
     assert str(down.value).startswith("sacctmgr -i modify resource name=vcs server=flex: exit 1: "), down.value
     print(down.value)
     assert live.licenses()["vcs@flex"].total == 12, "nothing changed"
+    live.send(Command("reserve", "vcs@flex", 6, "provisioner-vcs", slurm.user, exists=True))
+    assert live.licenses()["vcs@flex"].reserved == 6, "the reservation is slurmctld's: it follows without slurmdbd"
