@@ -7,7 +7,11 @@ carries out a round (``slurm.drift``): the scheduler's view of the hosts
 changed), the facts of drift it fixed, and ``scontrol`` updates. A Slurm
 command that is missing, fails or is slow ends the round before anything is
 sent: a view that was not read says nothing, so nothing is given back for
-it. The service itself never stops on a bad round; SIGTERM ends it.
+it. With ``slurm.licenses``, it reads the jobs too, and ``slurm.licenses``
+adds each license's units demand to the same snapshot, Slurm's use of it to
+the view, and publishes its total and reservation (a license command that
+fails is logged there and ends nothing). The service itself never stops on a
+bad round; SIGTERM ends it.
 """
 
 from __future__ import annotations
@@ -119,8 +123,9 @@ class Sync:
         return r
 
     def run(self, stopping: threading.Event) -> None:
-        log.info("sync: every %.0fs, %d power-saving nodes, partitions %s", self.scfg.sync_every,
-                 len(self.declared), ", ".join(self.scfg.partitions) or "none")
+        log.info("sync: every %.0fs, %d power-saving nodes, partitions %s, licenses %s", self.scfg.sync_every,
+                 len(self.declared), ", ".join(self.scfg.partitions) or "none",
+                 ", ".join(f"{lic.license} ({lic.resource})" for lic in self.scfg.licenses) or "none")
         while not stopping.is_set():
             started = time.monotonic()
             try:
