@@ -7,8 +7,8 @@ carries out a round (``slurm.drift``): the scheduler's view of the hosts
 changed), the facts of drift it fixed, and ``scontrol`` updates. A Slurm
 command that is missing, fails or is slow ends the round before anything is
 sent: a view that was not read says nothing, so nothing is given back for
-it. With ``slurm.licenses``, it reads the jobs too, and ``slurm.licenses``
-adds each license's units demand to the same snapshot, Slurm's use of it to
+it. With ``slurm.licenses`` configured it reads the jobs too, and ``slurm.licenses``
+(the module) adds each license's units demand to the same snapshot, Slurm's use of it to
 the view, and publishes its total and reservation (a license command that
 fails is logged there and ends nothing). The service itself never stops on a
 bad round; SIGTERM ends it.
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 from config.models import Config
-from messages.demand import DemandSnapshot
+from messages.demand import DemandSnapshot, UnitItem
 from messages.errors import ControllerUnavailable
 from messages.facts import make_fact
 from persistence.port import Controller
@@ -64,7 +64,7 @@ class Sync:
         self.last_demand: DemandSnapshot | None = None
         #: Elastic resources shown as Slurm licenses (``slurm.licenses``): ``slurm`` is their port too.
         self.licenses = LicenseBridge(cfg, controller, cast(LicensePort, slurm)) if cfg.slurm.licenses else None
-        self.license_items: list = []
+        self.license_items: list[UnitItem] = []
 
     def catch_up(self) -> None:
         while True:
