@@ -179,16 +179,22 @@ class Command:
 def commands(lic: SlurmLicense, target: LicensePublished, seen: Seen, reservation: Mapping[str, int] | None
              ) -> list[Command]:
     """What to send so that Slurm shows ``target`` (the last recorded publication). The total goes first when it
-    rises (so the reservation fits in it) and last when it falls (the reservation shrinks first)."""
-    out: list[Command] = []
+    rises (a reservation cannot hold more than the total) and after the reservation shrinks when it falls; and
+    after a change of the total the reservation is sent again, whatever it says (slurmctld counts no license
+    reserved by it once the total changed, until the reservation is updated: seen on 22.05)."""
     held = reservation.get(lic.license, 0) if reservation is not None else 0
-    if held != target.reserved and (reservation is not None or target.reserved > 0):
-        out.append(Command("reserve", lic.license, target.reserved, lic.reservation_name, lic.reservation_user,
-                           exists=reservation is not None))
-    if seen.total != target.count:
-        total = Command("count", lic.license, target.count)
-        out = [total, *out] if target.count > seen.total else [*out, total]
-    return out
+    wanted = reservation is not None or target.reserved > 0
+    reserve = Command("reserve", lic.license, target.reserved, lic.reservation_name, lic.reservation_user,
+                      exists=reservation is not None)
+    again = Command("reserve", lic.license, target.reserved, lic.reservation_name, lic.reservation_user, exists=True)
+    if seen.total == target.count:
+        return [reserve] if held != target.reserved and wanted else []
+    total = Command("count", lic.license, target.count)
+    if target.count > seen.total:
+        return [total, reserve] if wanted else [total]
+    if not wanted:
+        return [total]
+    return [reserve, total, again] if held != target.reserved else [total, again]
 
 
 class LicensePort(Protocol):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from providers.flexlm.ledger import open_ledger
 from slurm.license_commands import LiveLicenses
 from slurm.licenses import Command, LicenseError
 from tests.support.daemons import wait_until
@@ -139,7 +140,9 @@ def test_kill_9_of_the_owner_while_a_borrow_is_in_flight_the_standby_finishes_it
     assert a.wait_dead(timeout=60) == -signal.SIGKILL, "a was to die between the grant and its record"
     (call,) = site.calls("request")
     token = call[2]
-    assert ledger_held(ledger) == {"site-a": 4}, "the provider lent the tokens before a died"
+    # The sync may have seen one job waiting, or both, when a ordered: its request asked 2 or 4.
+    asked = site.state().requests[token].count
+    assert asked in (2, 4) and ledger_held(ledger) == {"site-a": asked}, "the provider lent before a died"
     fenced = [f for f in site.c.read() if f.kind == "license_published"]
     assert {f.payload.reserved for f in fenced} == {POOL}, "something borrowed was shown before it was recorded"
 
@@ -148,10 +151,17 @@ def test_kill_9_of_the_owner_while_a_borrow_is_in_flight_the_standby_finishes_it
     wait_until(lambda: slurm.license()["Reserved"] == POOL - 4, 60,
                "the standby finishing the borrow and Slurm's usable total following it",
                said=lambda: sync_log() + b.tail())
-    assert [tok for _, _, tok in site.calls("request")] == [token, token], "b repeated a's call, under its token"
+    calls = site.calls("request")
+    assert calls[:2] == [("a", "request", token), ("b", "request", token)], "b repeated a's call, under its token"
     assert ledger_held(ledger) == {"site-a": 4}, "borrowed twice"
+    book = open_ledger(ledger)
+    try:
+        first = next(g for g in book.grants("site-a") if g.token == token)
+        assert (first.requested, first.granted) == (asked, asked), "a's call lent once, for b's repeat too"
+    finally:
+        book.close()
     new_fence = site.c.leases.get("provider:lic").fence
-    shown = [f for f in site.c.read() if f.kind == "license_published" and f.payload.reserved == POOL - 4]
+    shown = [f for f in site.c.read() if f.kind == "license_published" and f.payload.reserved < POOL]
     assert shown and {f.fence for f in shown} == {new_fence}, "published under the standby's fence only"
     wait_until(lambda: all(slurm.jobs()[j][0] == "COMPLETED" for j in jobs), 90, "the three jobs run",
                said=slurm.log)

@@ -122,8 +122,14 @@ def test_a_rising_total_goes_before_the_reservation_and_a_falling_one_after_it(c
         Command("count", "vcs@flex", 12),
         Command("reserve", "vcs@flex", 10, "provisioner-vcs", "root", exists=False)]
     down = LicensePublished(resource="vcs", license="vcs@flex", count=8, reserved=2)
-    assert [c.what for c in commands(lic, down, Seen("vcs@flex", 12, 0, 10), {"vcs@flex": 10})] == ["reserve",
-                                                                                                   "count"]
+    # Falling: the reservation shrinks first, then the total, then the reservation is sent again (slurmctld
+    # forgets what a reservation holds when the total changes).
+    assert commands(lic, down, Seen("vcs@flex", 12, 0, 10), {"vcs@flex": 10}) == [
+        Command("reserve", "vcs@flex", 2, "provisioner-vcs", "root", exists=True), Command("count", "vcs@flex", 8),
+        Command("reserve", "vcs@flex", 2, "provisioner-vcs", "root", exists=True)]
+    # A new total with the same reservation: sent again after it.
+    assert [c.what for c in commands(lic, up, Seen("vcs@flex", 11, 0, 10), {"vcs@flex": 10})] == ["count",
+                                                                                                 "reserve"]
     assert commands(lic, up, Seen("vcs@flex", 12, 0, 10), {"vcs@flex": 10}) == [], "Slurm shows it: nothing sent"
     none = LicensePublished(resource="vcs", license="vcs@flex", count=2, reserved=0)
     assert commands(lic, none, Seen("vcs@flex", 2, 0, 0), None) == [], "no reservation is made to hold nothing"

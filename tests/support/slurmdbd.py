@@ -82,17 +82,22 @@ class AccountedSlurm:
     def _mariadb(self) -> None:
         t = time.monotonic()
         data = self.tmp / "db"
-        subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", f"--user={self.user}",
-                        "--auth-root-authentication-method=normal", "--skip-test-db"],
-                       check=True, timeout=120, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # A temporary folder of its own: two installs at once in one /tmp collide on their temporary tables.
+        scratch = self.tmp / "db-tmp"
+        scratch.mkdir(exist_ok=True)
+        env = {**self.env, "TMPDIR": str(scratch)}
+        done = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", f"--user={self.user}",
+                               "--auth-root-authentication-method=normal", "--skip-test-db"],
+                              timeout=120, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, "mariadb-install-db failed: " + (done.stdout + done.stderr)[-2000:]
         self.db_port = free_port()
         self.db_socket = self.sockets / "db"
         proc = subprocess.Popen(
             ["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={self.db_socket}",
              f"--port={self.db_port}", "--bind-address=127.0.0.1", f"--user={self.user}",
-             f"--pid-file={self.tmp}/db.pid", f"--log-error={self.tmp}/log/mariadb.log",
+             f"--pid-file={self.tmp}/db.pid", f"--log-error={self.tmp}/log/mariadb.log", f"--tmpdir={scratch}",
              "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=8M", "--skip-name-resolve"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             start_new_session=True)
         self.pids.append(proc.pid)
         wait_until(lambda: proc.poll() is not None or self.db_socket.exists(), 60, "mariadbd's socket",
@@ -196,6 +201,7 @@ class AccountedSlurm:
             time.sleep(0.1)
         shutil.rmtree(self.sockets, ignore_errors=True)
         shutil.rmtree(self.tmp / "db", ignore_errors=True)
+        shutil.rmtree(self.tmp / "db-tmp", ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
