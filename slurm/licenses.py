@@ -241,7 +241,9 @@ class LicenseBridge:
             return None
         for lic in self.mapped:
             want = decide(lic, self.cfg, p, seen.get(lic.license), waiting(jobs, lic.license))
-            out.items.append(UnitItem(id=f"slurm-{lic.resource}", resource=lic.resource, count=want.demand))
+            # A license Slurm does not know wants nothing: no job can be given what is borrowed for it.
+            demand = want.demand if lic.license in seen else 0
+            out.items.append(UnitItem(id=f"slurm-{lic.resource}", resource=lic.resource, count=demand))
             if lic.license not in seen:
                 out.errors.append(f"license {lic.license} (resource {lic.resource}): Slurm does not know it; make "
                                   f"it with sacctmgr add resource name={lic.license.split('@')[0]} "

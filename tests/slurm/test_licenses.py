@@ -298,7 +298,8 @@ def test_a_license_slurm_does_not_know_and_an_unreadable_slurm_name_it_and_the_r
     port = FakeLicenses(controller, shown={})
     b, p = bridge(cfg, controller, port)
     caplog.set_level(logging.ERROR, logger="provisioner-slurm")
-    out = b.round(p, [], T0)
+    # Jobs still wait on it (submitted before it was taken out of slurmdbd): nothing is borrowed for it.
+    out = b.round(p, read_jobs(text("squeue-22.05-licenses.json")), T0)
     assert out is not None and [i.count for i in out.items] == [0]
     assert "license vcs@flex (resource vcs): Slurm does not know it; make it with sacctmgr add resource name=vcs " \
            "server=flex type=license count=12 percentallowed=100" in caplog.text
