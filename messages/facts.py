@@ -347,8 +347,9 @@ class LicensePublished(Model):
     """What a scheduler's bridge shows its scheduler of an elastic resource (a Slurm license, docs/licenses.md):
     the license's total, ``count`` (the ceiling: base + the pool), and ``reserved``, the units a reservation
     holds back (those not borrowed), so jobs may use ``count - reserved``; with ``in_use``, the units the
-    scheduler's jobs held when it was decided (idle reclaim never returns them). Written under the lease and
-    fence of the resource's provider before it is sent, and sent again until the scheduler shows it.
+    scheduler's jobs held, by its own count, when it was decided (idle reclaim never returns them). Written
+    under the lease and fence of the resource's provider before it is sent, and sent again until the scheduler
+    shows it.
     """
 
     kind: Literal["license_published"] = "license_published"

@@ -8,9 +8,10 @@ mapped license (``slurm.licenses``), each round:
 
 - **demand**: the units asked by jobs PENDING with reason ``Licenses``, less
   what Slurm could hand out now (base + borrowed - what its jobs hold);
-- **in use**: the higher of Slurm's own count (``scontrol show licenses``'
-  ``Used``) and the license server's (the provider's ``usage``): recorded,
-  so idle reclaim never returns a unit a job holds;
+- **in use**: Slurm's own count (``scontrol show licenses``' ``Used``) is
+  recorded; idle reclaim and a return's use read keep the higher of it and
+  the license server's (the provider's ``usage``), so no unit a job holds
+  is returned;
 - **publishing**: what is to be shown is recorded first, as a
   ``license_published`` fact under the lease and fence of the resource's
   provider (refused once that lease has moved on: no owner, nothing new is
@@ -136,6 +137,7 @@ class Want:
     count: int
     #: Held back by the reservation: count - base - borrowed.
     reserved: int
+    #: Units Slurm's jobs hold (its ``Used``).
     in_use: int
     #: Units still wanted by jobs waiting on the license.
     demand: int
@@ -158,10 +160,9 @@ def decide(lic: SlurmLicense, cfg: Config, p: Projection, seen: Seen | None, pen
     lendable = max(pool.capacity if pool is not None else 0, borrowed)
     count = base + lendable
     used = seen.used if seen is not None else 0
-    server_use = (rec.in_use or 0) if rec is not None else 0
     free = max(0, base + borrowed - used)
     return Want(resource=lic.resource, license=lic.license, provider=provider, count=count,
-                reserved=count - base - borrowed, in_use=max(used, server_use), demand=max(0, pending - free))
+                reserved=count - base - borrowed, in_use=used, demand=max(0, pending - free))
 
 
 @dataclass(frozen=True, slots=True)

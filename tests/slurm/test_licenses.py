@@ -107,8 +107,16 @@ def test_the_ceiling_is_published_and_the_units_not_borrowed_are_held_back(cfg):
     # 4 borrowed: the reservation shrinks to 6, jobs may use 6, and nothing is wanted any more.
     want = decide(lic, cfg, facts(borrowed=4), Seen("vcs@flex", 12, 2, 10), pending=4)
     assert (want.count, want.reserved, want.demand) == (12, 6, 0)
-    # The license server sees more in use than Slurm (a token checked out outside any job): the higher counts.
-    assert decide(lic, cfg, facts(borrowed=4, in_use=5), Seen("vcs@flex", 12, 2, 6), pending=0).in_use == 5
+    # The license server sees more in use than Slurm (a token checked out outside any job): Slurm's count is what
+    # is recorded, and the higher of the two is what reclaim keeps.
+    p = facts(borrowed=4, in_use=5)
+    want = decide(lic, cfg, p, Seen("vcs@flex", 12, 2, 6), pending=0)
+    assert want.in_use == 2
+    p.apply_all([make_fact(want.fact(), provider="lic", seq=3, now=T0)])
+    assert p.resources["vcs"].peak_use(T0) == 5
+    p.apply_all([make_fact(LicensePublished(resource="vcs", license="vcs@flex", count=12, reserved=6, in_use=6),
+                           provider="lic", seq=4, now=T0)])
+    assert p.resources["vcs"].peak_use(T0) == 6
     # Before the provider has described its pool, the ceiling is what is held.
     p = Projection()
     want = decide(lic, cfg, p, None, pending=3)
