@@ -225,6 +225,16 @@ def _semantic_issues(cfg: _Parts, at: Where) -> list[ConfigIssue]:
     if cfg.slurm is not None:
         issues += _slurm_issues(cfg.slurm, kinds, cfg.named, names, at)
         issues += _warm_named_issues(cfg.slurm, cfg.policy, cfg.providers, at)
+        elastic = {r.name for _, r in cfg.resources if r.elastic}
+        mapped: set[str] = set()
+        for k, lic in enumerate(cfg.slurm.licenses):
+            if lic.resource not in elastic:
+                known = ", ".join(sorted(elastic)) or "none is declared"
+                issues.append(at.issue(("slurm", "licenses", k, "resource"),
+                                       f"no elastic resource named {lic.resource!r} in resources (elastic: {known})"))
+            if lic.license in mapped:
+                issues.append(at.issue(("slurm", "licenses", k, "license"), f"{lic.license} is mapped twice"))
+            mapped.add(lic.license)
 
     if cfg.api is None:
         return issues

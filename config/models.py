@@ -245,6 +245,24 @@ class SlurmNodeSet(Model):
     template: str = Field(min_length=1)
 
 
+class SlurmLicense(Model):
+    """An elastic resource shown to Slurm as one of its remote licenses (docs/licenses.md#slurm)."""
+
+    #: The elastic resource of ``resources``.
+    resource: Name
+    #: Slurm's name for it, ``NAME@SERVER``, as jobs ask for it (``sbatch -L vcs@flex:2``) and ``sacctmgr``
+    #: made it (``sacctmgr add resource name=vcs server=flex type=license``).
+    license: str = Field(pattern=r"^[A-Za-z0-9_.+-]+@[A-Za-z0-9_.+-]+$")
+    #: The license-only reservation that holds back the units not borrowed (made by the bridge).
+    reservation: str = Field(default="", pattern=r"^[A-Za-z0-9_.-]*$")
+    #: Who the reservation is for (Slurm needs a user or an account); nobody's jobs ask for it.
+    reservation_user: str = Field(default="root", pattern=r"^[A-Za-z0-9_.-]+$")
+
+    @property
+    def reservation_name(self) -> str:
+        return self.reservation or f"provisioner-{self.resource}"
+
+
 class SlurmConfig(Model):
     """The Slurm bridge (``provisioner-slurm``, docs/slurm.md)."""
 
@@ -261,6 +279,9 @@ class SlurmConfig(Model):
     drain_after: Duration | None = Field(default=None, ge=0)
     #: Seconds each Slurm command may take.
     command_timeout: Duration = Field(default=30.0, gt=0)
+    #: Elastic resources shown to Slurm as licenses: their totals follow what is borrowed, and pending jobs
+    #: waiting on them are their demand.
+    licenses: list[SlurmLicense] = Field(default_factory=list)
 
 
 class Config(Model):

@@ -372,6 +372,23 @@ class ResourceTotalChanged(Model):
     total: int
 
 
+class LicensePublished(Model):
+    """What a scheduler's bridge shows its scheduler of an elastic resource (a Slurm license, docs/licenses.md):
+    the license's total, ``count`` (the ceiling: base + the pool), and ``reserved``, the units a reservation
+    holds back (those not borrowed), so jobs may use ``count - reserved``; with ``in_use``, the units the
+    scheduler's jobs held, by its own count, when it was decided (idle reclaim never returns them). Written
+    under the lease and fence of the resource's provider before it is sent, and sent again until the scheduler
+    shows it.
+    """
+
+    kind: Literal["license_published"] = "license_published"
+    resource: str
+    license: str
+    count: int = Field(ge=0)
+    reserved: int = Field(ge=0)
+    in_use: int = Field(default=0, ge=0)
+
+
 Payload = Annotated[
     Union[
         ProviderDescribed,
@@ -390,6 +407,7 @@ Payload = Annotated[
         UsageObserved,
         ResourceTotalChanged,
         NodesChanged,
+        LicensePublished,
     ],
     Field(discriminator="kind"),
 ]
@@ -492,6 +510,9 @@ def summary(fact: Fact) -> str:
         return f"{where}{p.resource} total {p.total} = {p.base} base + {p.borrowed} borrowed"
     if isinstance(p, UsageObserved):
         return f"{where}{p.resource} in use {p.in_use}"
+    if isinstance(p, LicensePublished):
+        return (f"{where}{p.resource} published to the scheduler as {p.license}: total {p.count}, "
+                f"{p.reserved} reserved, {p.in_use} in use")
     if isinstance(p, LeaseChanged):
         return f"lease {p.name} {p.kind.split('_')[1]} by {p.holder} (fence {p.fence})"
     if isinstance(p, ProviderAdmin):

@@ -174,6 +174,14 @@ class ResourceRecord:
     #: use seen is ``peak``. Idle reclaim reads the peak of a recent window from it in one
     #: lookup; it stays as short as the distinct peaks (never longer than the highest use).
     peaks: list[tuple[float, int]] = field(default_factory=list)
+    #: Units the scheduler's jobs hold, as its bridge last recorded them (``license_published``); None if
+    #: never said. Idle reclaim keeps at least this many, whatever the license server reports.
+    scheduler_in_use: int | None = None
+
+    def peak_use(self, since: float) -> int:
+        """The most units in use at once since ``since`` (now included), by the license server's reads and the
+        scheduler's own count: what the total must not go below."""
+        return max(self.peak_since(since) or 0, self.in_use or 0, self.scheduler_in_use or 0)
 
     def observe(self, at: float, in_use: int) -> None:
         """Record use ``in_use`` seen at ``at`` (observations arrive in time order)."""

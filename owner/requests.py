@@ -197,12 +197,15 @@ def use_checked(p: Projection, s: OwnerSettings, purpose: CheckUse, result: Scri
     rec = p.resources.get(res)
     fx = NOTHING if rec is not None and rec.in_use == in_use else write(
         UsageSeen(res), [UsageObserved(resource=res, in_use=in_use, total=result.output.total)])
-    if in_use <= stays:
+    # The scheduler's own count of what its jobs hold (its bridge's record), where it keeps one: a unit a job
+    # holds stays, whatever the license server says.
+    held = max(in_use, rec.scheduler_in_use or 0) if rec is not None else in_use
+    if held <= stays:
         # Written before the call is made: a successor finds whether the call may have happened.
         return fx + write(RequestSettled(req.id), [RequestChanged(
             kind="request_status", request_id=req.id, state="planned", outcome=USE_READ,
-            reason=f"{in_use} units of {res} in use, {stays} stay: the return is called")])
-    why = f"called off: {in_use} units of {res} in use, {stays} would stay"
+            reason=f"{held} units of {res} in use, {stays} stay: the return is called")])
+    why = f"called off: {held} units of {res} in use, {stays} would stay"
     payloads: list[Payload] = [RequestChanged(kind="request_failed", request_id=req.id, state="failed", reason=why)]
     for gid in req.grants:
         g = p.grants.get(gid)

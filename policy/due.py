@@ -219,7 +219,7 @@ def _spare(state: PlanState, resource: str, borrowed: int, since: float) -> int:
     res = state.resources.get(resource)
     if res is None:
         return borrowed
-    return res.base + borrowed - max(res.peak_since(since) or 0, res.in_use or 0)
+    return res.base + borrowed - res.peak_use(since)
 
 
 def _wanted_from(inst: InstanceRecord, idle_time: float, wanting: list[tuple[Matches, HostItem | BundleItem]],

@@ -217,7 +217,7 @@ def _peak_use(res: ResourceRecord | None, since: float) -> int:
     """The most units of a resource in use at once since ``since``: what its total must not go below."""
     if res is None:
         return 0
-    return max(res.peak_since(since) or 0, res.in_use or 0)
+    return res.peak_use(since)
 
 
 def portions(grants: Iterable[str], count: int, held: Mapping[str, int]) -> dict[str, int]:

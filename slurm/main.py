@@ -81,6 +81,7 @@ def sync(cfg: Config) -> int:
     import threading
 
     from slurm.commands import LiveSlurm
+    from slurm.license_commands import LiveLicenses
     from slurm.sync import Sync
 
     assert cfg.slurm is not None
@@ -93,7 +94,8 @@ def sync(cfg: Config) -> int:
     except ControllerUnavailable as exc:
         raise Failed(f"sync: the controller is unreachable: {exc}") from None
     try:
-        Sync(cfg, controller, LiveSlurm(timeout=cfg.slurm.command_timeout)).run(stopping)
+        live = (LiveLicenses if cfg.slurm.licenses else LiveSlurm)(timeout=cfg.slurm.command_timeout)
+        Sync(cfg, controller, live).run(stopping)
     finally:
         controller.close()
     return 0

@@ -7,7 +7,11 @@ carries out a round (``slurm.drift``): the scheduler's view of the hosts
 changed), the facts of drift it fixed, and ``scontrol`` updates. A Slurm
 command that is missing, fails or is slow ends the round before anything is
 sent: a view that was not read says nothing, so nothing is given back for
-it. The service itself never stops on a bad round; SIGTERM ends it.
+it. With ``slurm.licenses`` configured it reads the jobs too, and ``slurm.licenses``
+(the module) adds each license's units demand to the same snapshot, Slurm's use of it to
+the view, and publishes its total and reservation (a license command that
+fails is logged there and ends nothing). The service itself never stops on a
+bad round; SIGTERM ends it.
 """
 
 from __future__ import annotations
@@ -16,15 +20,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from config.models import Config
-from messages.demand import DemandSnapshot
+from messages.demand import DemandSnapshot, UnitItem
 from messages.errors import ControllerUnavailable
 from messages.facts import make_fact
 from persistence.port import Controller
 from slurm.drift import Memory, Node, Round, reconcile
 from slurm.dynamic import Job, demand
+from slurm.licenses import LicenseBridge, LicensePort
 from slurm.power import node_sets
 from slurm.warm import WarmHold
 from state.projection import Projection
@@ -59,6 +64,9 @@ class Sync:
         self.declared = node_sets(cfg.slurm)
         self.warm = WarmHold.of(cfg)
         self.last_demand: DemandSnapshot | None = None
+        #: Elastic resources shown as Slurm licenses (``slurm.licenses``): ``slurm`` is their port too.
+        self.licenses = LicenseBridge(cfg, controller, cast(LicensePort, slurm)) if cfg.slurm.licenses else None
+        self.license_items: list[UnitItem] = []
 
     def catch_up(self) -> None:
         while True:
@@ -66,6 +74,8 @@ class Sync:
             if not facts:
                 return
             self.p.apply_all(facts)
+            if self.licenses is not None:
+                self.licenses.saw(facts)
             if len(facts) < CHUNK:
                 return
 
@@ -73,7 +83,7 @@ class Sync:
         """One round; None when Slurm or the controller could not be read (nothing was sent)."""
         try:
             nodes = list(self.slurm.nodes())
-            jobs = list(self.slurm.jobs()) if self.scfg.partitions else []
+            jobs = list(self.slurm.jobs()) if self.scfg.partitions or self.licenses is not None else []
         except SlurmError as exc:
             log.error("sync: Slurm could not be read, nothing sent this round: %s", exc)
             return None
@@ -85,11 +95,20 @@ class Sync:
             if r.facts:
                 self.controller.append([make_fact(payload, provider=provider, now=now) for provider, payload
                                         in r.facts])
-            self.controller.put_supply(r.supply)
-            if self.scfg.partitions:
-                snapshot, skipped = demand(jobs, self.scfg.partitions)
+            supply = r.supply
+            if self.licenses is not None:
+                lic = self.licenses.round(self.p, jobs, now)
+                if lic is not None:
+                    self.license_items = list(lic.items)
+                    supply = supply.model_copy(update={"resources": lic.in_use})
+            self.controller.put_supply(supply)
+            if self.scfg.partitions or self.licenses is not None:
+                snapshot, skipped = demand(jobs, self.scfg.partitions) if self.scfg.partitions else \
+                    (DemandSnapshot(), [])
                 for line in skipped:
                     log.warning("sync: %s", line)
+                if self.license_items:
+                    snapshot = snapshot.model_copy(update={"items": [*snapshot.items, *self.license_items]})
                 if self.last_demand is None or snapshot.items != self.last_demand.items:
                     self.controller.put_demand(snapshot)
                     self.last_demand = snapshot
@@ -107,8 +126,9 @@ class Sync:
         return r
 
     def run(self, stopping: threading.Event) -> None:
-        log.info("sync: every %.0fs, %d power-saving nodes, partitions %s", self.scfg.sync_every,
-                 len(self.declared), ", ".join(self.scfg.partitions) or "none")
+        log.info("sync: every %.0fs, %d power-saving nodes, partitions %s, licenses %s", self.scfg.sync_every,
+                 len(self.declared), ", ".join(self.scfg.partitions) or "none",
+                 ", ".join(f"{lic.license} ({lic.resource})" for lic in self.scfg.licenses) or "none")
         while not stopping.is_set():
             started = time.monotonic()
             try:

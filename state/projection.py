@@ -27,6 +27,7 @@ from messages.facts import (
     InstanceChanged,
     InstanceSeen,
     LeaseChanged,
+    LicensePublished,
     NodesChanged,
     Order,
     ProviderAdmin,
@@ -568,6 +569,9 @@ class Projection:
     def _usage(self, fact: Fact, p: UsageObserved) -> None:
         self.resource(p.resource).observe(fact.time, p.in_use)
 
+    def _published(self, fact: Fact, p: LicensePublished) -> None:
+        self.resource(p.resource).scheduler_in_use = p.in_use
+
     def _nodes(self, fact: Fact, p: NodesChanged) -> None:
         wanted = p.kind == "nodes_resumed"
         for name in p.names:
@@ -609,4 +613,5 @@ _HANDLERS: dict[type, Callable[[Projection, Fact, object], None]] = {
     UsageObserved: Projection._usage,
     ResourceTotalChanged: Projection._total,
     NodesChanged: Projection._nodes,
+    LicensePublished: Projection._published,
 }

@@ -4,7 +4,7 @@ read, and a scheduler may hand units out until it reads a lower total.)"""
 
 from __future__ import annotations
 
-from messages.facts import USE_READ, GrantChanged, Order, RequestPlanned, UsageObserved
+from messages.facts import USE_READ, GrantChanged, LicensePublished, Order, RequestPlanned, UsageObserved, make_fact
 from messages.scripts import Usage
 from owner.calls import Carry, CheckUse
 from owner.requests import carried, carry_out, replan_returns, take_order, use_checked
@@ -136,3 +136,18 @@ def test_returns_written_together_each_leave_out_the_others_units(units):
     assert [t.borrowed for t in totals_written] == [2, 1], "5 lent; 3 going, then 1 more: never 4 again"
     commit(p, "p", fx, T0 + 11)
     assert p.resources["vcs"].borrowed == 1 and not totals(p, units, busy=()).writes
+
+
+def test_a_return_is_called_off_when_the_schedulers_own_count_says_its_units_are_held(units):
+    # The license server sees none in use (the jobs have not checked the tokens out), Slurm's count says 5 held.
+    p, _ = _planned(units)
+    p.apply_all([make_fact(LicensePublished(resource="vcs", license="vcs@flex", count=12, reserved=5, in_use=5),
+                           provider="p", seq=p.seq + 1, now=T0 + 11)])
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
+    fx, _ = answer(p, units, check, result("usage", output=Usage(resource="vcs", in_use=0)), T0 + 12, (), Sightings())
+    assert not fx.calls, "5 held by Slurm's jobs, 4 would stay: no return is called"
+    commit(p, "p", fx, T0 + 12)
+    assert p.requests["o.1"].state == "failed" and "called off: 5 units of vcs in use, 4 would stay" in \
+        p.requests["o.1"].reason
+    assert (p.grants["g1"].state, p.grants["g1"].count) == ("granted", 3)
+    assert p.resources["vcs"].in_use == 0, "the license server's count is recorded as it said"

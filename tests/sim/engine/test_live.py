@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 
+from config.models import SlurmLicense
 from messages.demand import HostItem, UnitItem
 from messages.facts import ResourceTotalChanged
 from policy.cooldown import cooldowns
@@ -24,6 +25,8 @@ from policy.matching import Selector
 from sim.config import SimConfig
 from sim.engine import Engine
 from sim.scheduler import Host, Scheduler, license_use
+from slurm.licenses import Seen, decide
+from state.projection import Projection
 from tests.support.daemons import UNITS_SIM, make_config, sim_call, sim_provider
 from tests.support.traces import trace
 
@@ -49,6 +52,16 @@ A = {"kind": "hosts", "seed": 3, "name_prefix": "a", "priority": 10, "cost_per_h
      "faults": [{"action": "request", "exit": 69}]}
 B = {"kind": "hosts", "seed": 3, "name_prefix": "b", "priority": 5, "cost_per_hour": 0.5, "lead_time": 0,
      "templates": [{"id": "b8", "max_number": 10, "attributes": {"type": "X86_64", "ncpus": 8}}]}
+
+
+#: The license a Slurm cluster would know ``vcs`` by (issue 30).
+LICENSE = SlurmLicense(resource="vcs", license="vcs@flex")
+
+
+def _shown(cfg, p) -> tuple[int, int]:
+    """What the Slurm bridge would show Slurm of ``vcs`` from these facts: its total and the units reserved."""
+    want = decide(LICENSE, cfg, p, Seen(LICENSE.license, 0, 0, 0), pending=0)
+    return want.count, want.reserved
 
 
 def _step_of(at: float, starts: list[float]) -> int:
@@ -145,11 +158,13 @@ def test_the_simulator_and_the_live_daemon_make_the_same_decisions(tmp_path, sta
     harness = LiveScheduler(run, tmp_path / "units")
     starts = []
     live_totals = []
+    live_shown = []
     for hosts, units in STEPS:
         starts.append(time.time())
         harness.settle(hosts, units)
         vcs = run.state().resources["vcs"]
         live_totals.append((vcs.base, vcs.borrowed, vcs.total))
+        live_shown.append(_shown(cfg, run.state()))
     p = run.state()
     live = _summary(p.orders.values(), [(d.at, d.decision) for d in p.decisions], starts, p.instances.values())
 
@@ -167,10 +182,14 @@ def test_the_simulator_and_the_live_daemon_make_the_same_decisions(tmp_path, sta
     steps += [{"time": k * GAP, "items": [{"id": "batch", "count": h}, {"id": "lic", "count": u}]}
               for k, (h, u) in enumerate(STEPS[1:], start=1)]
     totals: list[tuple[float, tuple[int, int, int]]] = []
+    shown: list[tuple[float, tuple[int, int]]] = []
+    sim_p = Projection()
 
     def seen(fact) -> None:
+        sim_p.apply(fact)
         if isinstance(fact.payload, ResourceTotalChanged):
             totals.append((fact.time, (fact.payload.base, fact.payload.borrowed, fact.payload.total)))
+            shown.append((fact.time, _shown(cfg, sim_p)))
 
     engine = Engine(sim_cfg, trace(*steps, {"time": len(STEPS) * GAP}), on_fact=seen)
     engine.run()
@@ -179,6 +198,10 @@ def test_the_simulator_and_the_live_daemon_make_the_same_decisions(tmp_path, sta
     ends = [*sim_starts[1:], engine.end + 1]
     sim_totals = [next(t for at, t in reversed(totals) if at < end) for end in ends]
     assert live_totals == sim_totals, "the same totals, from the same owner code, step by step"
+    # And the same totals shown to Slurm (the ceiling, and the units held back), step by step.
+    sim_shown = [next(t for at, t in reversed(shown) if at < end) for end in ends]
+    assert live_shown == sim_shown
+    assert live_shown == [(2 + 10, 10 - borrowed) for _, borrowed, _ in live_totals]
     simulated = _summary(engine.p.orders.values(), engine.decisions(), sim_starts, engine.p.instances.values())
 
     assert live == simulated
