@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
+from sys import intern
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from messages.facts import (
@@ -257,7 +258,7 @@ class Projection:
     def provider(self, name: str) -> ProviderRecord:
         rec = self.providers.get(name)
         if rec is None:
-            rec = self.providers[name] = ProviderRecord(name=name)
+            rec = self.providers[name] = ProviderRecord(name=intern(name))
         return rec
 
     def resource(self, name: str) -> ResourceRecord:
@@ -282,7 +283,7 @@ class Projection:
     def _part(self, provider: str) -> Part:
         part = self.parts.get(provider)
         if part is None:
-            part = self.parts[provider] = Part()
+            part = self.parts[intern(provider)] = Part()
         return part
 
     def _parts(self, provider: str | None) -> list[Part]:
@@ -379,7 +380,7 @@ class Projection:
 
     def _order(self, fact: Fact, p: Order) -> None:
         provider = fact.provider
-        self.orders[fact.id] = OrderRecord(id=fact.id, provider=provider, order=p, at=fact.time)
+        self.orders[fact.id] = OrderRecord(id=fact.id, provider=intern(provider), order=p, at=fact.time)
         self._part(provider).open_orders[fact.id] = None
         for name in p.names:
             if (node := self.nodes.get(name)) is not None:
@@ -399,15 +400,15 @@ class Projection:
             return
         rec = RequestRecord(
             id=rid,
-            provider=fact.provider,
+            provider=intern(fact.provider),
             action=p.action,
             supply=p.supply,
             history=History.begin(REQUEST, "planned", at),
             created_at=at,
             order_id=p.order_id,
             item_id=p.item_id,
-            template=p.template,
-            resource=p.resource,
+            template=p.template and intern(p.template),
+            resource=p.resource and intern(p.resource),
             count=p.count,
             machines=list(p.machines),
             grants=list(p.grants),
@@ -427,9 +428,9 @@ class Projection:
             self._part(order.provider).open_orders.pop(order.id, None)
         if p.action == "request" and p.supply == "units" and p.resource:
             self.grants[rid] = GrantRecord(
-                provider=fact.provider,
+                provider=rec.provider,
                 id=rid,
-                resource=p.resource,
+                resource=rec.resource,
                 history=History.begin(GRANT, "requested", at),
                 requested=p.count,
                 item_id=p.item_id,
@@ -468,14 +469,16 @@ class Projection:
         if key in self.instances:
             return
         req = self.requests.get(p.request_id)
+        template = p.template or (req.template if req else None)
         rec = InstanceRecord(
-            provider=provider,
+            # What repeats across records is one string each (interned), however the facts were decoded.
+            provider=intern(provider),
             key=key,
             name=p.name,
             history=History.begin(INSTANCE, state, fact.time, p.reason),
             # The request's own id string: a hundred instances of one request share it.
             request_id=req.id if req else p.request_id,
-            template=p.template or (req.template if req else None),
+            template=template and intern(template),
             item_id=req.item_id if req else "",
             launched_at=p.launched_at,
             private_ip=p.private_ip,
@@ -527,7 +530,7 @@ class Projection:
         if p.kind == "grant_orphan_found" and p.grant_id not in self.grants:
             # Held at the provider under a token no fact knows: a record starts here.
             self.grants[p.grant_id] = GrantRecord(
-                provider=fact.provider, id=p.grant_id, resource=p.resource,
+                provider=intern(fact.provider), id=p.grant_id, resource=intern(p.resource),
                 history=History.begin(GRANT, "orphaned", fact.time, p.reason), count=p.count, reason=p.reason,
             )
             self._part(fact.provider).live_grants[p.grant_id] = None
@@ -579,7 +582,8 @@ class Projection:
             if old is None and not wanted:
                 continue  # let go of a name never wanted: nothing stands for it
             if wanted or old is None:
-                rec = NodeRecord(name=name, provider=fact.provider, template=p.template, wanted=True,
+                rec = NodeRecord(name=name, provider=intern(fact.provider), template=p.template and intern(p.template),
+                                 wanted=True,
                                  since=fact.time, join_timeout=p.join_timeout, reason=p.reason)
             else:  # let go: where it was made stays, for its host to be given back
                 rec = NodeRecord(name=name, provider=old.provider, template=old.template, wanted=False,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
@@ -57,9 +57,7 @@ from policy.settings import plan_settings
 from providers.persistent import PersistentRunner
 from providers.pool import ScriptPool
 from providers.runner import ScriptRunner
-from provisioner.api.app import create_app
 from provisioner.api.auth import load_tokens
-from provisioner.api.server import ApiServer
 from provisioner.audit.auditor import Auditor
 from provisioner.audit.log import AuditLog
 from provisioner.daemon.commit_hooks import CommitHooks
@@ -73,6 +71,9 @@ from provisioner.metrics.collector import Metrics
 from provisioner.read.model import ReadModel
 from provisioner.surface.operations import Operations
 from state.shared import SharedProjection
+
+if TYPE_CHECKING:
+    from provisioner.api.server import ApiServer
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +232,11 @@ class Daemon:
         return cursor, self.snapshots.load(c)
 
     def _api_server(self) -> ApiServer:
+        # The REST stack (FastAPI, Starlette, uvicorn and the API's models: some 12 MiB) is loaded
+        # here, by a daemon that serves it, not by every importer of the daemon.
+        from provisioner.api.app import create_app
+        from provisioner.api.server import ApiServer
+
         api = self.cfg.api
         tokens = load_tokens(api.tokens) if api.tokens else None
         billing = plan_settings(self.cfg.policy, self.cfg.budget, self.cfg.providers).billing_units

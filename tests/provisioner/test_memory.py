@@ -106,3 +106,20 @@ def test_a_configured_daemon_loads_none_of_the_simulator():
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == []
+
+
+#: The REST stack's libraries among what importing the daemon loads.
+DAEMON_IMPORTS = """
+import sys
+import provisioner.daemon.root
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("fastapi", "starlette", "uvicorn"))))
+"""
+
+
+def test_a_daemon_that_serves_no_rest_api_loads_none_of_its_stack():
+    """FastAPI, Starlette and uvicorn (with the API's models some 12 MiB resident) are loaded by a daemon
+    that serves the REST API, when it starts serving: importing the daemon loads none of them."""
+    out = subprocess.run([sys.executable, "-c", DAEMON_IMPORTS], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == []
