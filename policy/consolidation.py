@@ -116,8 +116,10 @@ class Consolidation:
     draining: int = 0
     #: The disruption budget: most hosts draining at once (None: unbounded).
     allowed: int | None = None
-    #: Hosts that could save, and why they were not moved (``min_hold``, the budget, the window).
+    #: Hosts that could save, and why they were not moved: ``min_hold``, ``budget`` or ``window``.
     held_back: list[tuple[str, str]] = field(default_factory=list)
+    #: The ``never_during`` window, as written, when it is open now.
+    closed: str = ""
 
 
 def drains(orders: Iterable[OrderRecord], instances: Mapping[str, InstanceRecord]) -> dict[str, str]:
@@ -152,6 +154,7 @@ def consider(policy: ConsolidationPolicy, providers: Mapping[str, ProviderRecord
             if c is not None]
     out.allowed = min(caps) if caps else None
     closed = policy.never_during is not None and policy.never_during.open_at(now, policy.tz)
+    out.closed = str(policy.never_during) if closed else ""
     returning = returning_machines(view)
     skipped = set(skip)
     hosts: list[tuple[float, InstanceRecord, Offer, ProviderDescription]] = []
@@ -177,14 +180,13 @@ def consider(policy: ConsolidationPolicy, providers: Mapping[str, ProviderRecord
             continue
         held_for = now - (inst.launched_at if inst.launched_at is not None else inst.seen_at)
         if held_for < desc.min_hold_s:
-            out.held_back.append((inst.key, f"min_hold {desc.min_hold_s:g}s not passed (held {held_for:.0f}s)"))
+            out.held_back.append((inst.key, "min_hold"))
             continue
         if closed:
-            out.held_back.append((inst.key, f"not during {policy.never_during}"))
+            out.held_back.append((inst.key, "window"))
             continue
         if out.allowed is not None and out.draining + len(out.moves) >= out.allowed:
-            out.held_back.append((inst.key, f"disruption budget: {out.draining + len(out.moves)} draining, "
-                                            f"at most {out.allowed} at once"))
+            out.held_back.append((inst.key, "budget"))
             continue
         for new in best:
             if rooms.blocked(new) is None and rooms.room(new, "hosts")[0] >= 1:
@@ -232,9 +234,27 @@ def fits(old: Mapping[str, AttrValue], new: Mapping[str, AttrValue]) -> bool:
     return True
 
 
+def summary(c: Consolidation) -> Decision:
+    """The round's consolidation as a whole (item ``consolidate``): how many hosts could save, how many drain,
+    and why the others wait. Its words change only when those counts do, so a steady state writes it once."""
+    held: dict[str, int] = {}
+    for _, cause in c.held_back:
+        held[cause] = held.get(cause, 0) + 1
+    budget = f"{c.draining + len(c.moves)} draining" + (f", at most {c.allowed} at once" if c.allowed is not None
+                                                        else "")
+    parts = [f"{len(c.moves)} moved" if c.moves else "", budget]
+    parts += [f"{held['budget']} held back by the disruption budget" if "budget" in held else "",
+              f"{held['min_hold']} before their min_hold" if "min_hold" in held else "",
+              f"{held['window']} not during {c.closed}" if "window" in held else ""]
+    if not c.moves and not held:
+        parts.append("no busy host has a cheaper template with room")
+    return Decision(item=CONSOLIDATE, need=len(c.moves) + len(c.held_back), in_flight=c.draining,
+                    note="consolidation: " + "; ".join(p for p in parts if p))
+
+
 def orders(c: Consolidation) -> tuple[list[tuple[str, Order]], list[tuple[str, Order]], list[Decision]]:
     """The replacements (request orders, for the budget review), the drains (return orders waiting for the
-    host to be idle) and one decision per move."""
+    host to be idle), one decision per move, and the round's ``summary``."""
     requests, drains_, decisions = [], [], []
     for m in c.moves:
         why = m.reason()
@@ -250,6 +270,7 @@ def orders(c: Consolidation) -> tuple[list[tuple[str, Order]], list[tuple[str, O
                  f" saves {m.saving:g}/h expected ({m.price:g}/h to {m.to_price:g}/h); drained through the"
                  f" scheduler, returned once idle ({c.draining + len(c.moves)} draining"
                  + (f", at most {c.allowed})" if c.allowed is not None else ")")))
+    decisions.append(summary(c))
     return requests, drains_, decisions
 
 

@@ -66,6 +66,11 @@ def write(p: Projection, proposal, now: float, approved=None) -> list:
     return payloads
 
 
+def summary(proposal) -> str:
+    (d,) = [d for d in proposal.decisions if d.item == "consolidate"]
+    return d.note
+
+
 def moves(proposal) -> list[tuple[str, str, str]]:
     """(host drained, provider and template of its replacement), in the proposal's order."""
     drained = {o.item_id: f"{prov}/{o.machines[0]}" for prov, o in proposal.returns if o.when_idle}
@@ -80,8 +85,9 @@ def test_a_busy_dear_host_is_drained_a_cheaper_one_ordered_and_the_decision_says
     (_, drain), = out.returns
     assert drain.when_idle and drain.machines == ["m1"] and drain.item_id == "consolidate/big/m1"
     assert drain.reason == "consolidating to cheap/cheap-t: saves 0.8/h (1/h to 0.2/h)"
-    (d,) = out.decisions
+    d, whole = out.decisions
     assert d.item == "consolidate/big/m1" and d.saving_per_hour == 0.8
+    assert (whole.item, whole.note) == ("consolidate", "consolidation: 1 moved; 1 draining, at most 1 at once")
     assert [(c.provider, c.template, c.count) for c in d.chosen] == [("cheap", "cheap-t", 1)]
     assert d.note == ("consolidating big/big-t host n-m1 (busy) to cheap/cheap-t: saves 0.8/h expected (1/h to "
                       "0.2/h); drained through the scheduler, returned once idle (1 draining, at most 1)")
@@ -104,7 +110,10 @@ def test_the_cheaper_template_without_room_moves_nothing_and_once_it_has_room_ag
     p = world(cheap={"max_number": 1})
     busy_host(p, "m1", T0)
     busy_host(p, "c1", T0, provider="cheap", template="cheap-t")
-    assert not moves(round_(p, T0 + HOUR, settings())), "cheap is full: its one host is taken"
+    full = round_(p, T0 + HOUR, settings())
+    assert not moves(full), "cheap is full: its one host is taken"
+    assert summary(full) == ("consolidation: 0 draining, at most 1 at once; "
+                             "no busy host has a cheaper template with room")
     feed(p, "cheap", InstanceChanged(kind="instance_lost", machine_id="c1", state="lost"), now=T0 + HOUR)
     feed(p, "cheap", ProviderAdmin(kind="provider_paused", reason="ops"), now=T0 + HOUR)
     assert not moves(round_(p, T0 + HOUR, settings())), "room, but paused"
@@ -115,7 +124,9 @@ def test_the_cheaper_template_without_room_moves_nothing_and_once_it_has_room_ag
 def test_never_before_the_hosts_min_hold_has_passed_and_from_that_second_on():
     p = world(big_hold=HOUR)
     busy_host(p, "m1", T0)
-    assert not moves(round_(p, T0 + HOUR - 1, settings())), "held 59:59 of a 1 h minimum hold"
+    early = round_(p, T0 + HOUR - 1, settings())
+    assert not moves(early), "held 59:59 of a 1 h minimum hold"
+    assert summary(early) == "consolidation: 0 draining, at most 1 at once; 1 before their min_hold"
     assert moves(round_(p, T0 + HOUR, settings())) == [("big/m1", "cheap", "cheap-t")]
 
 
@@ -127,7 +138,10 @@ def test_the_disruption_budget_counts_the_hosts_draining_already_until_they_are_
     assert [h for h, _, _ in moves(out)] == ["big/m1", "big/m2"], "two at once, not three"
     write(p, out, T0 + HOUR)
     assert sorted(drains(p.orders.values(), p.instances)) == ["big/m1", "big/m2"]
-    assert not moves(round_(p, T0 + HOUR + 5, settings(max_hosts=2))), "two draining: the budget is spent"
+    spent = round_(p, T0 + HOUR + 5, settings(max_hosts=2))
+    assert not moves(spent), "two draining: the budget is spent"
+    assert summary(spent) == "consolidation: 2 draining, at most 2 at once; 1 held back by the disruption budget"
+    assert [(d.need, d.in_flight) for d in spent.decisions] == [(1, 2)]
     feed(p, "big", InstanceChanged(kind="instance_lost", machine_id="m1", state="lost"), now=T0 + HOUR + 9)
     assert moves(round_(p, T0 + HOUR + 10, settings(max_hosts=2))) == [("big/m3", "cheap", "cheap-t")], \
         "one drained host gone: room for one more"
@@ -162,7 +176,9 @@ def test_nothing_during_a_never_window_to_the_second_in_the_config_time_zone():
     s = settings(never_during=parse_schedule("08:00-20:00 Mon-Fri"))
     at = lambda h, m=0, sec=0: datetime(2024, 5, 6, h, m, sec, tzinfo=PARIS).timestamp()  # noqa: E731
     assert moves(round_(p, at(7, 59, 59), s)), "Monday 07:59:59 in Paris: outside"
-    assert not moves(round_(p, at(8), s)), "08:00:00: the window opens"
+    closed = round_(p, at(8), s)
+    assert not moves(closed), "08:00:00: the window opens"
+    assert summary(closed) == "consolidation: 0 draining, at most 1 at once; 1 not during 08:00-20:00 Mon-Fri"
     assert not moves(round_(p, at(19, 59, 59), s))
     assert moves(round_(p, at(20), s)), "20:00:00: it closed"
 
@@ -265,3 +281,14 @@ def test_the_config_gives_the_planner_its_consolidation_and_bad_keys_are_named(t
         load_config(path, check_files=False)
     assert any("policy.consolidation: " in str(i) and "needs a disruption budget" in str(i)
                for i in info.value.issues), [str(i) for i in info.value.issues]
+
+
+def test_the_rounds_summary_is_written_when_it_changes_not_every_round():
+    p = world(big_hold=HOUR)
+    busy_host(p, "m1", T0)
+    first = write(p, round_(p, T0 + 10, settings()), T0 + 10)
+    assert [x.note for _, x in first if x.kind == "decision"] == [
+        "consolidation: 0 draining, at most 1 at once; 1 before their min_hold"]
+    assert not write(p, round_(p, T0 + 20, settings()), T0 + 20), "the same words: nothing written"
+    moved = write(p, round_(p, T0 + HOUR, settings()), T0 + HOUR)
+    assert [x.item for _, x in moved if x.kind == "decision"] == ["consolidate/big/m1", "consolidate"]

@@ -122,7 +122,8 @@ def test_a_busy_dear_host_is_drained_by_slurm_its_job_ends_a_cheap_host_is_made_
                f"Slurm draining {dear.name}, its job still running",
                said=lambda: (tmp_path / "sync.log").read_text()[-3000:] + daemon.tail())
     assert world.slurm.jobs()[job] == "RUNNING", "drained, not killed: the job runs on"
-    decisions = [f.payload for f in world.c.read() if f.kind == "decision" and f.payload.item.startswith("consol")]
+    decisions = [f.payload for f in world.c.read() if f.kind == "decision"
+                 and f.payload.item.startswith("consolidate/")]
     assert [(d.item, d.saving_per_hour) for d in decisions] == [(f"consolidate/big/{dear.machine_id}", 0.9)]
     drains = [f.payload for f in world.c.read() if f.kind == "order" and f.payload.when_idle]
     assert [(o.machines, o.reason) for o in drains] == [
