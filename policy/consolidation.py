@@ -13,7 +13,8 @@ rate limits), it orders, in one go:
   host once it is idle, by the normal return path;
 - a **replacement**: one host of the cheaper template, ordered as any host
   (the budget review has the last word; a replacement it cuts takes its
-  drain with it, ``paired``);
+  drain with it, ``paired``), kept from the reclaim while the host it stands
+  in for drains (``standing_in``);
 - a **decision** (item ``consolidate/PROVIDER/MACHINE``) with the saving per
   hour expected.
 
@@ -281,14 +282,47 @@ def paired(returns: list[tuple[str, Order]], approved: Iterable[tuple[str, Order
     return [(p, o) for p, o in returns if not (is_consolidation(o.item_id) and o.item_id not in kept)]
 
 
+def standing_in(returns: list[tuple[str, Order]], view: SupplyView) -> list[tuple[str, Order]]:
+    """``returns`` without the replacements whose old host still drains: a replacement stands in for it (the
+    scheduler moves work onto it), so an idle spell of its own before the old host is gone is no reason to give it
+    back. Once the old host is on its way back, it is a host as any other."""
+    replacements = {f"{provider}/{m}" for provider, o in returns if o.action == "return" and not o.when_idle
+                    for m in o.machines if _replacement(view, f"{provider}/{m}")}
+    if not replacements:
+        return returns
+    draining = {o.order.item_id for o in view.orders.values()
+                if o.order.when_idle and not o.request_ids and is_consolidation(o.order.item_id)}
+    standing = set()
+    for key in replacements:
+        item = view.instances[key].item_id
+        old = view.instances.get(item[len(CONSOLIDATE) + 1:])
+        if item in draining and old is not None and old.state in SERVING:
+            standing.add(key)
+    out = []
+    for provider, o in returns:
+        machines = [m for m in o.machines if f"{provider}/{m}" not in standing]
+        if machines == o.machines:
+            out.append((provider, o))
+        elif machines:
+            out.append((provider, o.model_copy(update={"machines": machines, "count": len(machines)})))
+    return out
+
+
+def _replacement(view: SupplyView, key: str) -> bool:
+    inst = view.instances.get(key)
+    return inst is not None and is_consolidation(inst.item_id)
+
+
 def consolidate(providers: Mapping[str, ProviderRecord], view: SupplyView, now: float, settings: PlanSettings,
-                catalog: Catalog, ordered: Iterable[tuple[str, Order]], returns: Iterable[tuple[str, Order]]
-                ) -> tuple[list[tuple[str, Order]], list[tuple[str, Order]], list[Decision]]:
+                catalog: Catalog, ordered: Iterable[tuple[str, Order]], returns: list[tuple[str, Order]]
+                ) -> tuple[list[tuple[str, Order]], list[tuple[str, Order]], list[Decision], list[tuple[str, Order]]]:
     """A round's consolidation pass, after its orders (``ordered``, whose room it leaves) and returns (whose
-    hosts it leaves alone): replacements, drains and decisions (``orders``)."""
+    hosts it leaves alone): replacements, drains and decisions (``orders``), and the returns without the
+    replacements that stand in for a host still draining (``standing_in``)."""
+    returns = standing_in(returns, view) if returns else returns
     policy = settings.consolidation
     if not policy.enabled:
-        return [], [], []
+        return [], [], [], returns
     from policy.sizing import Rooms  # policy.sizing reads the settings, which hold this module's policy
 
     rooms = Rooms(providers, view, now, settings)
@@ -298,4 +332,4 @@ def consolidate(providers: Mapping[str, ProviderRecord], view: SupplyView, now: 
             if offer is not None:
                 rooms.take(offer, "hosts", o.count)
     skip = [f"{provider}/{m}" for provider, o in returns for m in o.machines]
-    return orders(consider(policy, providers, view, catalog, rooms, now, skip))
+    return (*orders(consider(policy, providers, view, catalog, rooms, now, skip)), returns)

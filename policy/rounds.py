@@ -90,7 +90,8 @@ def propose(demand: DemandSnapshot | None, state: PlanState, now: float, setting
     result = plan(demand, state.providers, view, now, settings, catalog)
     returns = reclaim(demand, state.providers, state.resources, view, now, idle_time, settings.providers,
                       state.decided, settings.warm, settings.order_timeout)
-    moved, drains, decided = consolidate(state.providers, view, now, settings, catalog, result.orders, returns)
+    moved, drains, decided, returns = consolidate(state.providers, view, now, settings, catalog, result.orders,
+                                                  returns)
     return Proposal(orders=result.orders + moved, returns=returns + drains, decisions=result.decisions + decided)
 
 

@@ -292,3 +292,26 @@ def test_the_rounds_summary_is_written_when_it_changes_not_every_round():
     assert not write(p, round_(p, T0 + 20, settings()), T0 + 20), "the same words: nothing written"
     moved = write(p, round_(p, T0 + HOUR, settings()), T0 + HOUR)
     assert [x.item for _, x in moved if x.kind == "decision"] == ["consolidate/big/m1", "consolidate"]
+
+
+def test_an_idle_replacement_is_kept_while_the_host_it_stands_in_for_drains_then_goes_back_as_any():
+    p = world()
+    busy_host(p, "m1", T0)
+    write(p, round_(p, T0 + HOUR, settings()), T0 + HOUR)
+    (order,) = [o for o in p.orders.values() if o.provider == "cheap"]
+    feed(p, "cheap", RequestPlanned(action="request", supply="hosts", order_id=order.id, item_id=order.order.item_id,
+                                    template="cheap-t", count=1), now=T0 + HOUR, ids=["r-c1"])
+    feed(p, "cheap", InstanceSeen(machine_id="c1", name="n-c1", request_id="r-c1", state="running",
+                                  launched_at=T0 + HOUR, template="cheap-t"),
+         InstanceChanged(kind="instance_joined", machine_id="c1", state="joined"),
+         InstanceChanged(kind="instance_idle", machine_id="c1", state="idle"), now=T0 + HOUR + 60)
+    later = T0 + 2 * HOUR  # the replacement idle for most of an hour, past idle_time; no demand
+    assert not [o for _, o in round_(p, later, settings()).returns if "c1" in o.machines], \
+        "kept: its old host still drains"
+    assert [o.machines for _, o in round_(p, later, settings(enabled=False)).returns if not o.when_idle] == [], \
+        "kept with consolidation turned off too, while the drain it was made for stands"
+    feed(p, "big", InstanceChanged(kind="instance_idle", machine_id="m1", state="idle"), now=later)
+    feed(p, "big", InstanceChanged(kind="instance_return_planned", machine_id="m1", state="return_planned"),
+         now=later)
+    assert [o.machines for _, o in round_(p, later + 700, settings()).returns] == [["c1"]], \
+        "the old host on its way back: the replacement idles as any host"
