@@ -140,9 +140,9 @@ def test_a_busy_dear_host_is_drained_by_slurm_its_job_ends_a_cheap_host_is_made_
     assert "finished" in (world.slurm.tmp / "log" / f"job-{job}.out").read_text(), "it ran to its end"
     wait_until(lambda: world.state().instances[dear.key].state == "returned", 120, "the dear host returned once idle",
                said=lambda: (tmp_path / "sync.log").read_text()[-3000:] + daemon.tail())
-    (cheap,) = world.hosts("cheap")
-    wait_until(lambda: world.state().instances[cheap.key].joined_at is not None, 180,
-               f"the cheap host {cheap.name} up and in Slurm", said=lambda: world.slurm.log() + daemon.tail())
+    wait_until(lambda: [i.joined_at is not None for i in world.hosts("cheap")] == [True], 180,
+               "the cheap host up (once the dear one's slurmd left the port) and in Slurm",
+               said=lambda: world.slurm.log() + daemon.tail())
     said = (world.slurm.tmp / "log" / "slurmctld.log").read_text(errors="replace")
     assert f"node {dear.name} reason set to: provisioner: consolidating to cheap/node" in said, \
         "drained by Slurm with the daemon's reason"
