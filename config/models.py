@@ -90,6 +90,27 @@ class BudgetConfig(Model):
 
 
 
+class ConsolidationConfig(Model):
+    """Busy hosts replaced by cheaper ones (docs/policy.md#consolidation): the scheduler drains the old host,
+    a host of the cheaper template is made, the old one goes back once idle."""
+
+    enabled: bool = False
+    #: The disruption budget: at most this many hosts draining at once (those draining already count) ...
+    max_hosts: int | None = Field(default=1, ge=0, le=100_000)
+    #: ... and at most this share of the hosts up (joined, idle or busy), rounded up; none: no share.
+    max_percent: float | None = Field(default=None, gt=0, le=100)
+    #: Windows in which nothing is drained (``08:00-20:00 Mon-Fri``, in ``policy.timezone``).
+    never_during: ScheduleField | None = None
+    #: The replacement must cost at least this share less per hour (0.1: 10 % cheaper).
+    min_saving: float = Field(default=0.1, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "ConsolidationConfig":
+        if self.enabled and self.max_hosts is None and self.max_percent is None:
+            raise ValueError("consolidation needs a disruption budget: max_hosts, max_percent or both")
+        return self
+
+
 class PolicyConfig(Model):
     idle_time: Duration = 600.0
     cooldown: Duration = 120.0
@@ -120,6 +141,8 @@ class PolicyConfig(Model):
     min_idle: int = Field(default=0, ge=0, le=100_000)
     min_hosts: int = Field(default=0, ge=0, le=100_000)
     warm_schedule: ScheduleField | None = None
+    #: Moving busy hosts to cheaper templates once those have room, through the scheduler (off by default).
+    consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
 
 
 

@@ -182,6 +182,8 @@ class Decision(Model):
     note: str = ""
     #: Every candidate in rank order (the first ones; the note counts the rest), while the item needs something.
     candidates: list[Candidate] = Field(default_factory=list)
+    #: A consolidation's (``policy.consolidation``): what replacing the host is expected to save per hour.
+    saving_per_hour: float | None = None
 
 
 class BudgetEvent(Model):

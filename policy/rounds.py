@@ -32,6 +32,7 @@ from messages.records import (
 )
 from policy.budget import Clamp, Headroom, period_start, review, usage
 from policy.catalog import Catalog
+from policy.consolidation import consolidate, paired
 from policy.costs import costs, price
 from policy.packing import Unplaced
 from policy.planning import plan
@@ -89,7 +90,9 @@ def propose(demand: DemandSnapshot | None, state: PlanState, now: float, setting
     result = plan(demand, state.providers, view, now, settings, catalog)
     returns = reclaim(demand, state.providers, state.resources, view, now, idle_time, settings.providers,
                       state.decided, settings.warm, settings.order_timeout, catalog)
-    return Proposal(orders=result.orders, returns=returns, decisions=result.decisions)
+    moved, drains, decided, returns = consolidate(state.providers, view, now, settings, catalog, result.orders,
+                                                  returns)
+    return Proposal(orders=result.orders + moved, returns=returns + drains, decisions=result.decisions + decided)
 
 
 def review_orders(orders: Sequence[tuple[str, Order]], state: PlanState, now: float,
@@ -111,7 +114,7 @@ def outcome(proposal: Proposal, approved: Placed, clamps: Sequence[tuple[str, st
     recorded for its item, so a steady state does not fill the log.
     """
     decisions = with_cuts(proposal.decisions, proposal.orders, approved)
-    out: list[tuple[str, Payload]] = list(approved) + list(proposal.returns)
+    out: list[tuple[str, Payload]] = list(approved) + paired(proposal.returns, approved)
     out += [("", BudgetEvent(limit=limit, detail=detail)) for limit, detail in clamps]
     last = {d.decision.item: d.decision for d in recorded}
     out += [("", d) for d in decisions if d.chosen or _differs(last.get(d.item), d)]

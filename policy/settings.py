@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from config.models import BudgetConfig, PolicyConfig, ProviderConfig, ProviderPolicy
 from config.schedule import zone
 from policy.budget import BudgetLimits
+from policy.consolidation import ConsolidationPolicy
 from policy.limits import UNLIMITED, ProviderLimits
 from policy.warm import WarmPolicy, WarmRule
 
@@ -29,6 +30,8 @@ class PlanSettings:
     providers: Mapping[str, ProviderLimits] = field(default_factory=dict)
     #: Warm capacity: its rules and the time zone their schedules are read in.
     warm: WarmPolicy = field(default_factory=WarmPolicy)
+    #: Consolidation: busy hosts moved to cheaper templates, within a disruption budget.
+    consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
 
     def limits(self, provider: str) -> ProviderLimits:
         return self.providers.get(provider, UNLIMITED)
@@ -81,4 +84,12 @@ def plan_settings(policy: PolicyConfig, budget: BudgetConfig | None = None,
         order_timeout=policy.request_timeout, budget=budget_limits(budget) if budget else BudgetLimits(),
         providers={p.name: provider_limits(p.policy) for p in providers},
         warm=warm_policy(policy, providers),
+        consolidation=consolidation_policy(policy),
     )
+
+
+def consolidation_policy(policy: PolicyConfig) -> ConsolidationPolicy:
+    """``policy.consolidation``, its window read in ``policy.timezone``."""
+    c = policy.consolidation
+    return ConsolidationPolicy(enabled=c.enabled, max_hosts=c.max_hosts, max_percent=c.max_percent,
+                               never_during=c.never_during, min_saving=c.min_saving, tz=zone(policy.timezone))

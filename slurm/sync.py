@@ -27,6 +27,7 @@ from messages.demand import DemandSnapshot, UnitItem
 from messages.errors import ControllerUnavailable
 from messages.facts import make_fact
 from persistence.port import Controller
+from slurm.drains import drain_updates
 from slurm.drift import Memory, Node, Round, reconcile
 from slurm.dynamic import Job, demand
 from slurm.licenses import LicenseBridge, LicensePort
@@ -118,7 +119,10 @@ class Sync:
         self.memory = r.memory
         for line in r.notes:
             log.warning("sync: %s", line)
-        for update in r.updates:
+        asked = drain_updates(nodes, self.p, self.declared) if self.scfg.partitions else []
+        for update in asked:
+            log.info("sync: node %s drained: %s", update.node, dict(update.fields)["reason"])
+        for update in [*r.updates, *asked]:
             try:
                 self.slurm.scontrol(update.argv())
             except SlurmError as exc:

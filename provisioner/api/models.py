@@ -68,6 +68,11 @@ class InstanceRow(BaseModel):
     launched_at: float | None
     joined_at: float | None
     cost_so_far: float
+    #: The scheduler is asked to drain it: to start no new work there; it goes back once idle
+    #: (docs/scheduler-interface.md#drain-requests).
+    drain: bool = False
+    #: Why: ``consolidating to aws-spot/c5.xlarge: ...``, or an operator's drain reason.
+    drain_reason: str = ""
 
 
 class ResourceRow(BaseModel):
@@ -101,6 +106,8 @@ class DecisionRow(BaseModel):
     note: str
     #: Every candidate in rank order (the first ones), with what it took or why not.
     candidates: list[Candidate]
+    #: A consolidation's: the saving per hour expected of replacing the host (docs/policy.md#consolidation).
+    saving_per_hour: float | None = None
 
 
 class OrphanRow(BaseModel):

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from lease.port import PROVIDER, LeaseRecord
 from messages.facts import UNKNOWN
 from messages.states import GRANT, INSTANCE, REQUEST
+from policy.consolidation import drains
 from policy.costs import costs as policy_costs
 from policy.costs import instance_cost as _instance_cost
 from provisioner.read.holders import Owner, owner
@@ -102,6 +103,7 @@ def requests(p: Projection) -> list[dict[str, Any]]:
 
 
 def instances(p: Projection, now: float) -> list[dict[str, Any]]:
+    drain = drains(p.open().orders, p.instances)
     return [
         {
             "id": i.key,
@@ -115,6 +117,8 @@ def instances(p: Projection, now: float) -> list[dict[str, Any]]:
             "launched_at": i.launched_at,
             "joined_at": i.joined_at,
             "cost_so_far": round(instance_cost(p, i, now), 6),
+            "drain": i.key in drain,
+            "drain_reason": drain.get(i.key, ""),
         }
         for i in sorted(p.instances.values(), key=lambda i: (i.seen_at, i.key))
     ]
@@ -184,6 +188,7 @@ def decisions(p: Projection) -> list[dict[str, Any]]:
             "rejected": [x.model_dump(mode="json") for x in r.decision.rejected],
             "note": r.decision.note,
             "candidates": [c.model_dump(mode="json") for c in r.decision.candidates],
+            "saving_per_hour": r.decision.saving_per_hour,
         }
         for r in p.decisions
     ]

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from messages.demand import DemandSnapshot, HostEvent, SupplySnapshot
-from provisioner.api.models import HostEventBody
+from provisioner.api.models import HostEventBody, InstanceRow
 from provisioner.cli.schema import schema
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "scheduler-interface.md"
@@ -25,9 +25,13 @@ def examples() -> list[dict]:
 
 def test_every_example_on_the_page_is_accepted_by_the_schema_and_by_the_daemon():
     docs = examples()
-    kinds = {"demand": 0, "body": 0, "stored": 0, "supply": 0}
+    kinds = {"demand": 0, "body": 0, "stored": 0, "supply": 0, "instance": 0}
     for doc in docs:
-        if "hosts" in doc:
+        if "drain" in doc:  # a row of the instances view, as the scheduler reads it
+            assert set(doc) == set(InstanceRow.model_fields), "the row as the view gives it, every field"
+            InstanceRow.model_validate(doc)
+            kinds["instance"] += 1
+        elif "hosts" in doc:
             SupplySnapshot.model_validate(doc)
             kinds["supply"] += 1
         elif "items" in doc:
@@ -41,7 +45,8 @@ def test_every_example_on_the_page_is_accepted_by_the_schema_and_by_the_daemon()
             jsonschema.validate(doc, schema("host-event"))
             HostEvent.model_validate(doc)
             kinds["stored"] += 1
-    assert kinds == {"demand": 1, "body": 1, "stored": 1, "supply": 1}, "the page shows each document once"
+    assert kinds == {"demand": 1, "body": 1, "stored": 1, "supply": 1, "instance": 1}, \
+        "the page shows each document once"
 
 
 @pytest.mark.parametrize("doc", [

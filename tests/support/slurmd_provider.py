@@ -25,6 +25,15 @@ environment. Settings come from the provider's env_file:
 - ``SLURMD_FUTURE``: ``yes`` to start such a machine's slurmd as ``-F`` (a future node of slurm.conf's
   ``dyn-K``, with a port of its own) instead of ``-Z``: several then fit this one host, where a ``-Z`` node
   listens on ``SlurmdPort`` and only one does.
+- ``SLURMD_PREFIX``: the dynamic machines' names before their number
+  (default ``dyn-``), and ``SLURMD_PRICE`` the template's cost per hour
+  (default 0.1): two providers of one drill sell hosts under names and
+  prices of their own;
+- ``SLURMD_PORT``: a file that providers of one drill share. A dynamic
+  slurmd listens on slurm.conf's one ``SlurmdPort``, so one runs at a time
+  on this machine: a dynamic machine boots only once no other slurmd
+  recorded in the file still runs (it is made, and comes up later, as a
+  machine that boots slowly).
 
 Calls are idempotent by token: a repeated request answers the first one's id
 and starts nothing.
@@ -80,6 +89,21 @@ def dynamic() -> dict[str, str]:
     return dict(field.split("=", 1) for field in os.environ.get("SLURMD_DYNAMIC", "").split())
 
 
+@contextlib.contextmanager
+def port() -> Iterator[dict[str, Any] | None]:
+    """The shared port file's record (``{"pid": ...}`` of the dynamic slurmd that holds the port), read and
+    written under its lock; None without ``SLURMD_PORT``."""
+    path = os.environ.get("SLURMD_PORT")
+    if not path or not dynamic():
+        yield None
+        return
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        held = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+        yield held
+        Path(path).write_text(json.dumps(held))
+
+
 def start_slurmd(name: str) -> int:
     log = open(state_dir() / f"slurmd-{name}.log", "ab")
     conf = os.environ.get("SLURMD_DYNAMIC", "")
@@ -105,7 +129,7 @@ def machine_out(mid: str, m: dict[str, Any]) -> dict[str, Any]:
 def describe(_doc: dict[str, Any]) -> dict[str, Any]:
     conf = dynamic()
     shape = {"ncpus": int(conf["CPUs"]), "mem": int(conf["RealMemory"])} if conf else {"ncpus": 2}
-    return {"priority": 10, "cost_per_hour": 0.1, "lead_time_s": 1,
+    return {"priority": 10, "cost_per_hour": float(os.environ.get("SLURMD_PRICE", "0.1")), "lead_time_s": 1,
             "templates": [{"id": TEMPLATE, "max_number": int(os.environ.get("SLURMD_MAX", "8")),
                            "attributes": {"type": "X86_64", **shape}}]}
 
@@ -121,7 +145,8 @@ def request(doc: dict[str, Any]) -> dict[str, Any]:
         if token in state["tokens"]:
             return {"requestId": state["tokens"][token], "message": "repeated token"}
         if dynamic():
-            names = [f"dyn-{len(state['machines']) + i + 1}" for i in range(doc["count"])]
+            prefix = os.environ.get("SLURMD_PREFIX", "dyn-")
+            names = [f"{prefix}{len(state['machines']) + i + 1}" for i in range(doc["count"])]
         rid = f"r-{len(state['requests']) + 1}"
         state["tokens"][token] = rid
         mids = []
@@ -143,12 +168,15 @@ def boot(state: dict[str, Any]) -> None:
     if deliver == "never":
         return
     now = time.time()
-    for m in state["machines"].values():
-        if m["pid"] is None and not m["returned"] and not m.get("record") and m.get("boot_at", 0) <= now:
-            if deliver == "records":
-                m["record"] = True
-            else:
-                m["pid"] = start_slurmd(m["name"])
+    with port() as held:
+        for m in state["machines"].values():
+            if m["pid"] is None and not m["returned"] and not m.get("record") and m.get("boot_at", 0) <= now:
+                if deliver == "records":
+                    m["record"] = True
+                elif held is None:
+                    m["pid"] = start_slurmd(m["name"])
+                elif not alive(held.get("pid")):
+                    m["pid"] = held["pid"] = start_slurmd(m["name"])
 
 
 def ret(doc: dict[str, Any]) -> dict[str, Any]:
