@@ -385,7 +385,7 @@ class LeaseActor(Actor):
             pcfg, lease, revoked, self.journal, self.actor_ref, self.cfg.policy,
             self.cfg.resources, self.home / "providers" / pcfg.name, self.calls_factory, self.shared,
             clock=self.clock, scan_after=SCAN_PACE * self.cfg.instance.serves.index(pcfg.name),
-            turns=self.first_scans, answers=self.answers,
+            turns=self.first_scans, answers=self.answers, shown=self.cfg.shown_to_scheduler(),
         )
 
     def _drop(self, name: str, reason: str, release: bool = False) -> None:

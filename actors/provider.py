@@ -75,7 +75,8 @@ class ProviderActor(PooledActor, Actor):
     def __init__(self, cfg: ProviderConfig, lease: Lease, revoked: Mandate, journal: Recipient, lease_actor: Recipient,
                  policy: PolicyConfig, resources: list[ResourceConfig], work_dir: Path, calls_factory: CallsFactory,
                  shared: SharedProjection, clock: Callable[[], float] = time.time, scan_after: float = 0.0,
-                 turns: FirstScans | None = None, answers: KeptAnswers | None = None) -> None:
+                 turns: FirstScans | None = None, answers: KeptAnswers | None = None,
+                 shown: frozenset[str] = frozenset()) -> None:
         """``shared``: the journal's projection of every fact, of which this owner reads its provider's part.
 
         ``answers``: the process's answers of request and return calls not yet in the facts
@@ -85,11 +86,12 @@ class ProviderActor(PooledActor, Actor):
         its first orphan search and reclaims check when its turn comes (without ``turns``, at once).
         ``scan_after``: the phase of its later scans (at most one period), so that a daemon's providers
         are not all asked what they hold in the same moment, each period.
+        ``shown``: the resources a scheduler's bridge shows its scheduler (``Config.shown_to_scheduler``).
         """
         super().__init__()
         # At most 29 attributes in all (pykka's four included): beyond that Python gives each
         # instance a dict of its own, a kilobyte more per provider.
-        self.s = OwnerSettings.of(cfg, policy, resources)
+        self.s = OwnerSettings.of(cfg, policy, resources, shown=shown)
         self.lease = lease
         self.revoked = revoked
         self.journal = journal
@@ -201,7 +203,8 @@ class ProviderActor(PooledActor, Actor):
         if cfg is None:
             return
         before = self.s.config
-        self.s = OwnerSettings.of(cfg, msg.config.policy, msg.config.resources)
+        self.s = OwnerSettings.of(cfg, msg.config.policy, msg.config.resources,
+                                  shown=msg.config.shown_to_scheduler())
         if cfg.describe != before.describe:
             self.describe_due = 0.0
         if self.ready:

@@ -322,3 +322,7 @@ class Config(Model):
 
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)
+
+    def shown_to_scheduler(self) -> frozenset[str]:
+        """The elastic resources a scheduler's bridge shows its scheduler (``slurm.licenses``)."""
+        return frozenset(lic.resource for lic in self.slurm.licenses) if self.slurm is not None else frozenset()

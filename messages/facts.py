@@ -381,9 +381,13 @@ class LicensePublished(Model):
     scheduler's jobs held, by its own count, when it was decided (idle reclaim never returns them). Written
     under the lease and fence of the resource's provider before it is sent, and sent again until the scheduler
     shows it.
+
+    ``license_shown`` follows once the scheduler shows it (its total and reservation as recorded; ``in_use``
+    its count then): from then on it hands out no more than ``count - reserved``, so a return of units that
+    the publication held back may be called (``owner.requests``), and not before.
     """
 
-    kind: Literal["license_published"] = "license_published"
+    kind: Literal["license_published", "license_shown"] = "license_published"
     resource: str
     license: str
     count: int = Field(ge=0)
@@ -513,7 +517,8 @@ def summary(fact: Fact) -> str:
     if isinstance(p, UsageObserved):
         return f"{where}{p.resource} in use {p.in_use}"
     if isinstance(p, LicensePublished):
-        return (f"{where}{p.resource} published to the scheduler as {p.license}: total {p.count}, "
+        said = "published to" if p.kind == "license_published" else "shown by"
+        return (f"{where}{p.resource} {said} the scheduler as {p.license}: total {p.count}, "
                 f"{p.reserved} reserved, {p.in_use} in use")
     if isinstance(p, LeaseChanged):
         return f"lease {p.name} {p.kind.split('_')[1]} by {p.holder} (fence {p.fence})"

@@ -177,6 +177,10 @@ class ResourceRecord:
     #: Units the scheduler's jobs hold, as its bridge last recorded them (``license_published``); None if
     #: never said. Idle reclaim keeps at least this many, whatever the license server reports.
     scheduler_in_use: int | None = None
+    #: The units the scheduler may hand out by what it last showed (``license_shown``: its total less the
+    #: reservation); None where no bridge shows the resource to a scheduler. A units return is called only
+    #: once this is no more than what stays after it.
+    shown_free: int | None = None
 
     def peak_use(self, since: float) -> int:
         """The most units in use at once since ``since`` (now included), by the license server's reads and the

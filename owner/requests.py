@@ -132,8 +132,14 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
         return NOTHING
     if req.last_attempt_at is not None and now - req.last_attempt_at < backoff(req.attempts, s.policy.backoff_max):
         return NOTHING
+    uncalled = req.outcome != USE_READ and (req.attempts == 0 or req.outcome == USE_UNREAD)
+    if req.action == "return" and req.supply == "units" and req.resource and uncalled and any(
+            (g := p.grants.get(gid)) is not None and _before_return(g) == "granted" for gid in req.grants):
+        waits = _held_back_yet(p, s, req.resource)
+        if waits:
+            return note("info", f"provider {s.name}: return {req.id} waits: {waits}", repeats=f"held-back/{req.id}")
     if req.action == "return" and req.supply == "units" and req.resource and _reads_use(s, req.resource) \
-            and req.outcome != USE_READ and (req.attempts == 0 or req.outcome == USE_UNREAD) and any(
+            and uncalled and any(
                 (g := p.grants.get(gid)) is not None and _before_return(g) == "granted" for gid in req.grants):
         # Units the scheduler could hand out: their use is read first, and the return is called once a read
         # that fits is written (``use_checked``), so a return whose read is not in the facts was never called,
@@ -141,6 +147,23 @@ def carry_out(p: Projection, s: OwnerSettings, req: RequestRecord, now: float, b
         # unread. (An orphan's units were never in the total.)
         return Effects(calls=(Call(CheckUse(req.id, req.resource), "usage", {"resource": req.resource}),))
     return Effects(calls=(_call(p, s, req),))
+
+
+def _held_back_yet(p: Projection, s: OwnerSettings, resource: str) -> str:
+    """Why a return of ``resource``'s units may not be called yet: where a scheduler's bridge shows the resource
+    to its scheduler (``s.shown``, once shown: ``license_shown``), the scheduler must be seen handing out no
+    more than what stays after the return, else it could give a job a unit that has gone back to the pool.
+    "" once it is, or with no bridge. The return's intent left the units out of what the bridge publishes;
+    its next rounds send that and see it shown."""
+    rec = p.resources.get(resource)
+    if resource not in s.shown or rec is None or rec.shown_free is None:
+        return ""
+    base = next((r.base for r in s.resources if r.name == resource), 0)
+    stays = base + lent(p, s, resource)
+    if rec.shown_free <= stays:
+        return ""
+    return (f"the scheduler still hands out {rec.shown_free} units of {resource}, {stays} stay: the return is "
+            "called once its bridge shows it holding the rest back")
 
 
 def _reads_use(s: OwnerSettings, resource: str) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from config.models import PolicyConfig, ProviderConfig, ResourceConfig
@@ -20,11 +20,15 @@ class OwnerSettings:
     #: Makes the id of a fact the owner names itself (a return no order asked for). The live
     #: owner's are random; the simulator's count, so that a run can be repeated exactly.
     new_id: Callable[[str], str] = new_id
+    #: Those of its resources a scheduler's bridge shows the scheduler (Slurm's licenses): a return of their
+    #: units is called once the scheduler is seen holding them back (``owner.requests``).
+    shown: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, config: ProviderConfig, policy: PolicyConfig, resources: Sequence[ResourceConfig],
-           new_id: Callable[[str], str] = new_id) -> OwnerSettings:
-        return cls(config, policy, tuple(r for r in resources if r.provider == config.name), new_id)
+           new_id: Callable[[str], str] = new_id, shown: Collection[str] = ()) -> OwnerSettings:
+        mine = tuple(r for r in resources if r.provider == config.name)
+        return cls(config, policy, mine, new_id, frozenset(shown) & {r.name for r in mine})
 
     @property
     def name(self) -> str:

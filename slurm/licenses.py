@@ -17,7 +17,11 @@ mapped license (``slurm.licenses``), each round:
   provider (refused once that lease has moved on: no owner, nothing new is
   published), then sent (``sacctmgr`` for the total, ``scontrol`` for the
   reservation); the last recorded value is sent again, each round, until
-  Slurm shows it (after a failed command, a restart, a failover).
+  Slurm shows it (after a failed command, a restart, a failover);
+- **shown**: once a round finds Slurm showing the recorded total and
+  reservation, it records so (``license_shown``, under the same lease): the
+  owner calls a return of borrowed units only once Slurm is seen holding
+  them back, so Slurm never hands out a unit that has gone back to the pool.
 
 ``decide`` and ``commands`` are pure; ``LicenseBridge`` reads Slurm, records
 and sends through a ``LicensePort`` (``slurm.license_commands`` live, a fake
@@ -225,12 +229,16 @@ class LicenseBridge:
         self.clock = clock
         #: resource -> the last publication recorded (accepted), as the facts say.
         self.recorded: dict[str, LicensePublished] = {}
+        #: resource -> the last publication recorded as shown by Slurm (``license_shown``).
+        self.shown: dict[str, LicensePublished] = {}
 
     def saw(self, facts: Sequence[Fact]) -> None:
-        """Facts read by the sync service: the last ``license_published`` of each resource is what to show."""
+        """Facts read by the sync service: the last ``license_published`` of each resource is what to show, the
+        last ``license_shown`` what Slurm was last seen showing."""
         for f in facts:
             if isinstance(f.payload, LicensePublished):
-                self.recorded[f.payload.resource] = f.payload
+                (self.recorded if f.payload.kind == "license_published" else self.shown)[f.payload.resource] = \
+                    f.payload
 
     def round(self, p: Projection, jobs: Sequence[PendingJob], now: float) -> LicenseRound | None:
         """One round; None when Slurm's licenses could not be read (the demand stays as it was)."""
@@ -252,35 +260,45 @@ class LicenseBridge:
                                   "percentallowed=100 (docs/licenses.md#slurm)")
                 continue
             out.in_use[lic.resource] = seen[lic.license].used
-            self._record(lic, want, now, out)
+            self._record(lic, want.provider, want.fact(), now, out)
             target = self.recorded.get(lic.resource)
             if target is None:
                 continue
             try:
                 reservation = self.port.reservation(lic.reservation_name)
-                for cmd in commands(lic, target, seen[lic.license], reservation):
+                sent = commands(lic, target, seen[lic.license], reservation)
+                for cmd in sent:
                     self.port.send(cmd)
                     out.sent.append(cmd)
+                if not sent:
+                    # Slurm shows what is recorded: say so, once per change, so that a return the publication
+                    # holds back may now be called.
+                    shown = LicensePublished(kind="license_shown", resource=target.resource,
+                                             license=target.license, count=target.count, reserved=target.reserved,
+                                             in_use=seen[lic.license].used)
+                    last = self.shown.get(lic.resource)
+                    if last is None or (last.count, last.reserved) != (shown.count, shown.reserved):
+                        self._record(lic, want.provider, shown, now, out)
             except LicenseError as exc:
                 out.errors.append(f"license {lic.license} (resource {lic.resource}): {exc}; sent again next round")
         for line in out.errors:
             log.error("sync: licenses: %s", line)
         return out
 
-    def _record(self, lic: SlurmLicense, want: Want, now: float, out: LicenseRound) -> None:
-        """Record ``want`` as the publication, under the current lease of the resource's provider, when it
-        differs from the last one recorded."""
-        fact = want.fact()
-        if self.recorded.get(lic.resource) == fact:
+    def _record(self, lic: SlurmLicense, provider: str, fact: LicensePublished, now: float,
+                out: LicenseRound) -> None:
+        """Record ``fact`` (a publication, or that Slurm shows one) under the current lease of the resource's
+        provider, unless it is what was last recorded."""
+        if fact.kind == "license_published" and self.recorded.get(lic.resource) == fact:
             return
-        name = f"provider:{want.provider}"
+        name = f"provider:{provider}"
         try:
             lease = self.controller.leases.get(name)
             if lease is None:
-                out.errors.append(f"license {lic.license}: provider {want.provider} has no owner now (lease {name} "
+                out.errors.append(f"license {lic.license}: provider {provider} has no owner now (lease {name} "
                                   "is not held): nothing new is published")
                 return
-            result = self.controller.append([make_fact(fact, provider=want.provider, lease=lease.name,
+            result = self.controller.append([make_fact(fact, provider=provider, lease=lease.name,
                                                        fence=lease.fence, now=now)])
         except ControllerUnavailable as exc:
             out.errors.append(f"license {lic.license}: the controller is unreachable, nothing new is published: "

@@ -573,7 +573,10 @@ class Projection:
         self.resource(p.resource).observe(fact.time, p.in_use)
 
     def _published(self, fact: Fact, p: LicensePublished) -> None:
-        self.resource(p.resource).scheduler_in_use = p.in_use
+        rec = self.resource(p.resource)
+        rec.scheduler_in_use = p.in_use
+        if p.kind == "license_shown":
+            rec.shown_free = p.count - p.reserved
 
     def _nodes(self, fact: Fact, p: NodesChanged) -> None:
         wanted = p.kind == "nodes_resumed"

@@ -4,6 +4,8 @@ read, and a scheduler may hand units out until it reads a lower total.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from messages.facts import USE_READ, GrantChanged, LicensePublished, Order, RequestPlanned, UsageObserved, make_fact
 from messages.scripts import Usage
 from owner.calls import Carry, CheckUse
@@ -151,3 +153,44 @@ def test_a_return_is_called_off_when_the_schedulers_own_count_says_its_units_are
         p.requests["o.1"].reason
     assert (p.grants["g1"].state, p.grants["g1"].count) == ("granted", 3)
     assert p.resources["vcs"].in_use == 0, "the license server's count is recorded as it said"
+
+
+def _shown(p, count, reserved, in_use=0):
+    p.apply_all([make_fact(LicensePublished(kind="license_shown", resource="vcs", license="vcs@flex", count=count,
+                                            reserved=reserved, in_use=in_use),
+                           provider="p", seq=p.seq + 1, now=T0 + 11)])
+
+
+def test_a_return_waits_until_the_schedulers_bridge_shows_its_units_held_back(units):
+    # Slurm was shown base 2 + 5 borrowed (12 - 5): the intent leaves g1's 3 out, so 4 stay. Until Slurm is seen
+    # handing out no more than 4, a job could be given a unit that has gone back to the pool: no read, no call.
+    units = replace(units, shown=frozenset({"vcs"}))
+    p, _ = _planned(units)
+    _shown(p, count=12, reserved=5)
+    fx = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False)
+    assert not fx.calls and not fx.writes
+    assert [n.text for n in fx.notes] == ["provider p: return o.1 waits: the scheduler still hands out 7 units of "
+                                          "vcs, 4 stay: the return is called once its bridge shows it holding the "
+                                          "rest back"]
+    _shown(p, count=12, reserved=8)
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 13, busy=(), inherited=False).calls
+    assert check.purpose == CheckUse("o.1", "vcs"), "shown holding g1's 3 back: the use read, then the call"
+
+
+def test_a_resource_no_bridge_shows_any_longer_returns_as_before(units):
+    # Taken out of slurm.licenses: what Slurm last showed holds nothing back.
+    p, _ = _planned(units)
+    _shown(p, count=12, reserved=5)
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
+    assert check.purpose == CheckUse("o.1", "vcs")
+
+
+def test_a_return_already_called_is_repeated_whatever_the_scheduler_shows(units):
+    units = replace(units, shown=frozenset({"vcs"}))
+    p, _ = _planned(units)
+    (check,) = carry_out(p, units, p.requests["o.1"], T0 + 12, busy=(), inherited=False).calls
+    commit(p, "p", use_checked(p, units, check.purpose, result("usage", output=Usage(resource="vcs", in_use=0))),
+           T0 + 12)
+    _shown(p, count=12, reserved=5)
+    (call,) = carry_out(p, units, p.requests["o.1"], T0 + 13, busy=(), inherited=True).calls
+    assert call.purpose == Carry("o.1"), "the call may have been made: its repeat does not wait"

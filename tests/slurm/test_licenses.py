@@ -167,7 +167,7 @@ class FakeLicenses:
 
     def send(self, cmd: Command):
         # What the facts say was published, at the moment the command goes out.
-        said = [f.payload for f in self.controller.read() if isinstance(f.payload, LicensePublished)]
+        said = [f.payload for f in self.controller.read() if f.kind == "license_published"]
         self.recorded_when_sent.append(said[-1] if said else None)
         if self.refuse:
             raise LicenseError(self.refuse)
@@ -232,7 +232,15 @@ def test_the_publication_is_recorded_under_the_owners_lease_before_it_is_sent_an
     assert port.shown["vcs@flex"].total == 12 and port.reserved == {"vcs@flex": 6}
     seq = controller.last_seq()
     b.round(p, [], T0 + 2)
-    assert controller.last_seq() == seq and len(port.sent) == 3, "what Slurm shows already: nothing more"
+    assert len(port.sent) == 3, "what Slurm shows already: nothing more is sent"
+    # ... and it is recorded as shown, once: a return the reservation holds back may be called now.
+    (shown,) = [f for f in controller.read() if f.seq > seq]
+    assert (shown.kind, shown.lease, shown.fence) == ("license_shown", "provider:lic", lease.fence)
+    assert (shown.payload.count, shown.payload.reserved) == (12, 6)
+    p.apply_all([shown])
+    assert p.resources["vcs"].shown_free == 6
+    b.round(p, [], T0 + 3)
+    assert controller.last_seq() == shown.seq and len(port.sent) == 3, "shown already: nothing more"
 
 
 def test_with_no_current_owner_nothing_new_is_published_and_the_last_record_is_sent_again_after_a_restart(world,
