@@ -193,7 +193,8 @@ def review(
         count = order.count
         if room is not None and room < count:
             count = size(count, room, desc.min_request, desc.step) if desc else room
-            asked, dropped = order.count, {}
+            asked = order.count
+            dropped: dict[str, int] = {}
             if order.loads:
                 order, dropped = drop_hosts(order, count)
             clamps.append(Clamp(provider=provider, item_id=order.item_id, limit=limit, asked=asked, got=count,

@@ -102,9 +102,9 @@ def next_change(demand: DemandSnapshot | None, state: PlanState, now: float, set
         if req.state == "failed" and req.outcome == "timeout":
             leaves(req.item_id, req.created_at + timeout + AFTER, req.count)
         if req.order_id and req.action == "request" and req.count > 0:
-            order = state.orders.get(req.order_id)
-            if order is not None and order.order.loads:
-                packed.append((req, order.order.bundles))
+            its = state.orders.get(req.order_id)
+            if its is not None and its.order.loads:
+                packed.append((req, its.order.bundles))
     if packed:
         _bundles_leaving(packed, state, now, settings, leaves)
     if short:

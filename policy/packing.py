@@ -310,10 +310,10 @@ class _Packer:
                 matching = by_offers[id(w.offers)] = frozenset(idx)
             need = tuple(float(w.resources.get(r, 0.0)) for r in dims)
             pool = w.item if w.exclusive else ""
-            key = (need, pool, w.priority, matching)
-            c = classes.get(key)
+            shape = (need, pool, w.priority, matching)
+            c = classes.get(shape)
             if c is None:
-                c = classes[key] = _Class(need=need, pool=pool, priority=w.priority, matching=matching, members=[])
+                c = classes[shape] = _Class(need=need, pool=pool, priority=w.priority, matching=matching, members=[])
                 for i in matching:
                     n = _fits_count(need, self.templates[i].cap)
                     if n > 0:
@@ -683,14 +683,14 @@ class _Packer:
             rejected = []
             seen: set[str] = set()
             for offer in w.offers:
-                p = offer.provider
-                if p in seen or p in carried.get(w.item, ()):
+                name = offer.provider
+                if name in seen or name in carried.get(w.item, ()):
                     continue
-                seen.add(p)
-                if p not in fits_somewhere:
-                    rejected.append((p, "too small: no template holds one bundle"))
-                elif p in said:
-                    rejected.append((p, said[p]))
+                seen.add(name)
+                if name not in fits_somewhere:
+                    rejected.append((name, "too small: no template holds one bundle"))
+                elif name in said:
+                    rejected.append((name, said[name]))
             out.rejected[w.item] = rejected
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from messages.demand import DemandSnapshot
 from messages.facts import BudgetEvent, Candidate, Chosen, Decision, Order, Payload, Rejected
@@ -114,7 +114,7 @@ def outcome(proposal: Proposal, approved: Placed, clamps: Sequence[tuple[str, st
     recorded for its item, so a steady state does not fill the log.
     """
     decisions = with_cuts(proposal.decisions, proposal.orders, approved)
-    out: list[tuple[str, Payload]] = list(approved) + paired(proposal.returns, approved)
+    out: list[tuple[str, Payload]] = [*approved, *paired(proposal.returns, approved)]
     out += [("", BudgetEvent(limit=limit, detail=detail)) for limit, detail in clamps]
     last = {d.decision.item: d.decision for d in recorded}
     out += [("", d) for d in decisions if d.chosen or _differs(last.get(d.item), d)]
@@ -263,8 +263,9 @@ def dry_run(demand: DemandSnapshot | None, state: PlanState, now: float, setting
     """
     unowned = frozenset(name for name, rec in state.providers.items() if not rec.owner) if ownerless else frozenset()
     if unowned:
-        state = _Owned(state, {name: dataclasses.replace(rec, owner=NO_OWNER) if name in unowned else rec
-                               for name, rec in state.providers.items()})
+        # _Owned reads every other part of the state through to it (``__getattr__``): a PlanState all the same.
+        state = cast(PlanState, _Owned(state, {name: dataclasses.replace(rec, owner=NO_OWNER) if name in unowned
+                                               else rec for name, rec in state.providers.items()}))
     view = supply_view(state)
     result = plan(demand, state.providers, view, now, settings, catalog_for(catalog, state.providers))
     approved, clamps = review_orders(result.orders, state, now, settings)

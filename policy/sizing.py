@@ -154,7 +154,7 @@ class Rooms:
 def _quota_reason(vcpus: int, offer: Offer, template: str) -> str:
     """E.g. ``quota: 12 vCPUs left``, with the host's size when not even one fits."""
     whose = f" for {template}" if template else ""
-    small = f" (a {offer.key} host takes {offer.vcpus})" if 0 < vcpus < offer.vcpus else ""
+    small = f" (a {offer.key} host takes {offer.vcpus})" if 0 < vcpus < (offer.vcpus or 0) else ""
     return f"quota: {max(0, vcpus)} vCPUs left{whose}{small}"
 
 

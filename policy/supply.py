@@ -124,11 +124,11 @@ def bundles_in_flight(view: SupplyView, now: float, join_grace: float, order_tim
         return out
     seen, flying = _hosts_by_request(view.instances, now, join_grace)
     for req in view.requests.values():
-        order = packed.get(req.order_id)
-        if order is None or req.action != "request" or req.count <= 0:
+        ordered = packed.get(req.order_id)
+        if ordered is None or req.action != "request" or req.count <= 0:
             continue
         unseen = max(0, req.count - seen.get(req.id, 0)) if unresolved(req, now, order_timeout) else 0
-        add(order.order.bundles, flying.get(req.id, 0) + unseen, req.count)
+        add(ordered.order.bundles, flying.get(req.id, 0) + unseen, req.count)
     return out
 
 

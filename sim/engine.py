@@ -526,6 +526,7 @@ class Engine:
         elif seen != self._catalog_of:
             self.catalog = catalog_for(self.catalog, self.p.providers)
             self._catalog_of = seen
+        assert self.catalog is not None, "made above on the first round"
         proposal = propose(self.demand, self.view, now, self.settings, self.cfg.policy.idle_time, self.catalog)
         approved: list = []
         clamps: list[tuple[str, str]] = []

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from config.models import PolicyConfig, ResourceConfig
+from messages.demand import HostEventKind
 from messages.facts import LeaseChanged, Payload
 from messages.states import REQUEST
 from owner.calls import CallDone, Carry, CheckUse, OnDone, Poll, ProviderCalls
@@ -95,7 +96,7 @@ class Owner:
         self.scans: set[float] = set()
         self.usage_reads: set[float] = set()
         #: host events that arrived while no owner held the lease: (instance key, event)
-        self.queued: list[tuple[str, str]] = []
+        self.queued: list[tuple[str, HostEventKind]] = []
         self.failovers = 0
 
     @property
@@ -246,7 +247,7 @@ class Owner:
 
     # --- the cluster's side ----------------------------------------------------------------------
 
-    def host_event(self, key: str, event: str) -> None:
+    def host_event(self, key: str, event: HostEventKind) -> None:
         """A host event from the scheduler, as the owner turns it into a fact."""
         if not self.acting:
             self.queued.append((key, event))

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from messages.base import copied, made
 from messages.demand import BundleItem, DemandItem, DemandSnapshot, HostItem, UnitItem
@@ -144,7 +144,7 @@ class Scheduler:
             del self._place_of[key]
         return host
 
-    def assign(self) -> tuple[list[tuple[Host, str]], dict[str, int]]:
+    def assign(self) -> tuple[list[tuple[Host, Literal["idle", "busy"]]], dict[str, int]]:
         """Put hosts to work: (host, "busy" or "idle") for each that changes, and each host
         and bundle item's unmet need.
 
@@ -191,13 +191,13 @@ class Scheduler:
                 continue
             item = self.wanted[item_id]
             while short > 0:
-                h = next((h for h in spare if self.fits(item, h)), None)  # type: ignore[arg-type]
-                if h is None:
+                host = next((h for h in spare if self.fits(item, h)), None)  # type: ignore[arg-type]
+                if host is None:
                     break
-                spare.remove(h)
-                h.item = item_id
+                spare.remove(host)
+                host.item = item_id
                 self._by_item = None
-                busy.add(h.key)
+                busy.add(host.key)
                 short -= 1
             unmet[item_id] = short
         if bundled:
@@ -205,7 +205,7 @@ class Scheduler:
         # Only the hosts whose state flips are looked at, in the order they joined (the order of ``hosts``).
         flipped = sorted(busy.symmetric_difference(self._busy), key=self._place_of.__getitem__)
         self._busy = busy
-        changes = []
+        changes: list[tuple[Host, Literal["idle", "busy"]]] = []
         for key in flipped:
             h = self.hosts[key]
             h.busy = not h.busy

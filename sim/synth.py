@@ -183,7 +183,7 @@ def generate(loads: list[Load], shape: Shape, start: float, seed: int) -> Iterat
             last[ld.id] = count
             items.append({**ld.shape(), "count": count} if ld.id not in declared else {"id": ld.id, "count": count})
             declared.add(ld.id)
-        extra = {}
+        extra: dict[str, list[Any]] = {}
         for at in [a for a in events if now - shape.step < a <= now]:
             for key, value in events.pop(at).items():
                 extra.setdefault(key, []).extend(value)

@@ -426,11 +426,11 @@ class Projection:
         if order is not None:
             order.request_ids.append(rid)
             self._part(order.provider).open_orders.pop(order.id, None)
-        if p.action == "request" and p.supply == "units" and p.resource:
+        if p.action == "request" and p.supply == "units" and (resource := rec.resource):
             self.grants[rid] = GrantRecord(
                 provider=rec.provider,
                 id=rid,
-                resource=rec.resource,
+                resource=resource,
                 history=History.begin(GRANT, "requested", at),
                 requested=p.count,
                 item_id=p.item_id,
@@ -603,7 +603,7 @@ class Projection:
         rec.base, rec.borrowed, rec.total = p.base, p.borrowed, p.total
 
 
-_HANDLERS: dict[type, Callable[[Projection, Fact, object], None]] = {
+_HANDLERS: dict[type, Callable[[Projection, Fact, Any], None]] = {
     ProviderDescribed: Projection._described,
     ProviderAdmin: Projection._admin,
     ProviderHealth: Projection._health,
