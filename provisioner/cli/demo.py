@@ -15,7 +15,10 @@ from pathlib import Path
 
 import sim
 from config.models import Config
+from messages.facts import ProviderAdmin, make_fact
+from persistence.port import Controller
 from persistence.private import private_dir
+from persistence.replay import replay
 
 SIM_SCRIPT = Path(sim.__file__).resolve().parent / "scripts" / "sim-provider"
 
@@ -68,6 +71,25 @@ def demo_config(home: Path, *, idle_time: str = "20s", lead_time: float = 3.0, u
         "resources": [{"name": "vcs", "elastic": True, "base": 10, "provider": "sim-licenses"}],
         "home": str(home),
     })
+
+
+def revive_moved(controller: Controller, cfg: Config) -> list[str]:
+    """Resume the demo's providers that a run from another checkout disabled because their script was not
+    found where that checkout had it: the demo's state outlives a checkout (it is the user's), and its
+    providers' script is the running checkout's. Written as an operator's ``provider resume``, with why; a
+    provider disabled for another cause stays disabled. The names resumed."""
+    p = replay(controller)
+    revived = []
+    for pc in cfg.providers:
+        rec = p.providers.get(pc.name)
+        script = str(pc.script.path)
+        if rec is None or rec.status != "disabled" or "script not found: " not in rec.status_reason \
+                or rec.status_reason.endswith(f"script not found: {script}"):
+            continue
+        controller.append([make_fact(ProviderAdmin(kind="provider_resumed", reason=(
+            f"the demo's script is {script} in this checkout ({rec.status_reason})")), provider=pc.name)])
+        revived.append(pc.name)
+    return revived
 
 
 def sim_admin(home: Path, provider: str, *args: str) -> None:

@@ -10,7 +10,7 @@ import threading
 from persistence.private import private_dir
 from provisioner.cli import reload as reload_cli
 from provisioner.cli.checkconfig import check_config_main
-from provisioner.cli.demo import default_home, sim_admin
+from provisioner.cli.demo import default_home, revive_moved, sim_admin
 from provisioner.cli.options import Add
 from provisioner.cli.stores import check_run_store
 from provisioner.cli.where import config_path, remote, resolve_config
@@ -43,6 +43,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             from sim.workload import DemoWorkload  # the demo's scheduler only: a configured daemon never loads it
 
             log.info("no config given: running the built-in demo with state in %s", home)
+            for name in revive_moved(controller, cfg):
+                log.warning("demo: provider %s resumed: a run from another checkout disabled it, its script "
+                            "being where that checkout had it", name)
             workload = DemoWorkload(controller, set_license_use=lambda n: sim_admin(
                 home, "sim-licenses", "set-in-use", "vcs", str(n)))
         try:
