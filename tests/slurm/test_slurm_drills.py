@@ -354,3 +354,21 @@ def test_warm_capacity_a_burst_starts_on_the_warm_dynamic_nodes_at_once_and_a_jo
     print(f"warm burst: started {[w for w, _ in burst]}s after submit; the job beyond them {start - submit}s "
           f"(lead time {lead}s)")
     world.slurm.run("scancel", *map(str, jobs))
+
+
+@pytest.mark.timeout(300)
+def test_a_stopped_cluster_leaves_no_job_step_behind(world, tmp_path):
+    """A drill that fails ends with its jobs still running: a slurmd killed under them leaves their steps
+    (``slurmstepd``) and tasks alive. Stopping the cluster kills them too, so nothing outlives a drill."""
+    world.slurm = SlurmWorld(tmp_path, tmp_path / "a.yaml", suspend_time=60)
+    world.config("a")
+    daemon = world.start("a")
+    world.sync()
+    job = world.slurm.submit("-N1", "-c2", "--wrap", "sleep 600")
+    wait_until(lambda: world.slurm.jobs().get(job) == "RUNNING", 150, "the job running on its host",
+               said=lambda: world.slurm.log() + daemon.tail())
+    wait_until(lambda: len(node_processes(None, world.slurm.conf)) >= 2, 60, "the job's step and task")
+    kill_machines(world.state_dir)  # as the drills' end does: the slurmd goes, its job step stays
+    assert node_processes(None, world.slurm.conf), "the step outlives its slurmd"
+    world.slurm.stop()
+    wait_until(lambda: not node_processes(None, world.slurm.conf), 15, "no step or task of the cluster left")

@@ -115,7 +115,8 @@ class SlurmWorld:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        for pid in reversed(self.pids):
+        # The jobs still running too: their steps outlive a slurmd killed under them (a drill that failed).
+        for pid in [*reversed(self.pids), *node_processes(None, self.conf)]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -144,11 +145,11 @@ def machines(state_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text())["machines"] if path.exists() else {}
 
 
-def node_processes(name: str, conf: Path) -> list[int]:
-    """The job steps (``slurmstepd``) running on node ``name`` of the cluster of ``conf`` and their tasks
-    (``SLURMD_NODENAME`` and that ``SLURM_CONF`` in their environment: drills running side by side each
-    have a ``cloud1``), steps first."""
-    mine = (f"SLURMD_NODENAME={name}".encode(), f"SLURM_CONF={conf}".encode())
+def node_processes(name: str | None, conf: Path) -> list[int]:
+    """The job steps (``slurmstepd``) running on node ``name`` (every node: None) of the cluster of ``conf``
+    and their tasks (``SLURMD_NODENAME`` and that ``SLURM_CONF`` in their environment: drills running side
+    by side each have a ``cloud1``), steps first."""
+    mine = (*((f"SLURMD_NODENAME={name}".encode(),) if name is not None else ()), f"SLURM_CONF={conf}".encode())
     tasks = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from tests.support.daemons import free_port, wait_until
+from tests.support.slurm import node_processes
 
 NEEDED = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sbatch",
           "squeue", "scontrol")
@@ -190,8 +191,8 @@ class AccountedSlurm:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        """Every process this world started, by PID, then its folders."""
-        for pid in reversed(self.pids):
+        """Every process this world started, by PID, and its jobs' steps still running, then its folders."""
+        for pid in [*reversed(self.pids), *node_processes(None, self.conf)]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
