@@ -65,14 +65,19 @@ class Cluster:
         """The provider entry of one daemon: a wrapper that logs who ran what, then the simulator."""
         folder = self.tmp / name
         wrapper = folder / f"run-{caller}"
-        wrapper.write_text(
+        # Written aside and moved in: a daemon of this caller may be executing the wrapper right now (a second
+        # process of the same instance id starts beside the first), and a file being executed cannot be
+        # opened for writing (ETXTBSY); the running one keeps the file it has.
+        fresh = folder / f".run-{caller}.{os.getpid()}"
+        fresh.write_text(
             "#!/bin/sh\n"
             f'echo "{caller} $1 $PROVISIONER_TOKEN $(date +%s.%N)" >> "{folder}/calls.log"\n'
             f'echo "{caller} $1 $PROVISIONER_DEADLINE" >> "{folder}/deadlines.log"\n'
             f'echo "$PPID $1" >> "{folder}/pids.log"\n'
             f'exec "{SIM_SCRIPT}" "$@"\n'
         )
-        wrapper.chmod(0o755)
+        fresh.chmod(0o755)
+        os.replace(fresh, wrapper)
         env = folder / f"{caller}.env"
         env.write_text(f"SIM_CONFIG={folder / 'sim.json'}\nSIM_STATE_DIR={folder / 'state'}\n")
         env.chmod(0o600)
