@@ -25,15 +25,20 @@ class LiveSlurm:
         #: of nodes, and ``scontrol show nodes --json`` lists them: learnt from the first answer.
         self._nodes_argv = ["sinfo", "--json"]
 
-    def _run(self, argv: list[str]) -> bytes:
-        shown = " ".join(argv[:4])
+    def _spawn(self, argv: list[str], shown: str,
+               error: type[Exception] = SlurmError) -> subprocess.CompletedProcess[bytes]:
+        """Run ``argv`` with the bridge's timeout; a command missing or timed out is ``error`` naming ``shown``."""
         try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout,
+            return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout,
                                   env=self.env)
         except FileNotFoundError:
-            raise SlurmError(f"{shown}: {argv[0]} not found on PATH (is Slurm's client installed?)") from None
+            raise error(f"{shown}: {argv[0]} not found on PATH (is Slurm's client installed?)") from None
         except subprocess.TimeoutExpired:
-            raise SlurmError(f"{shown}: timed out after {self.timeout:g}s") from None
+            raise error(f"{shown}: timed out after {self.timeout:g}s") from None
+
+    def _run(self, argv: list[str]) -> bytes:
+        shown = " ".join(argv[:4])
+        done = self._spawn(argv, shown)
         if done.returncode != 0:
             lines = [ln for ln in done.stderr.decode(errors="replace").splitlines() if ln.strip()]
             raise SlurmError(f"{shown}: exit {done.returncode}: {lines[-1].strip() if lines else 'no message'}")

@@ -8,7 +8,6 @@ down (``sacctmgr`` cannot reach it), a resource ``sacctmgr`` does not know
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping
 
 from slurm.commands import LiveSlurm
@@ -19,14 +18,7 @@ class LiveLicenses(LiveSlurm):
     """``LiveSlurm`` and the license commands (``slurm.licenses.LicensePort``)."""
 
     def _call(self, argv: list[str]) -> tuple[int, str, str]:
-        shown = " ".join(argv[:6])
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout,
-                                  env=self.env)
-        except FileNotFoundError:
-            raise LicenseError(f"{shown}: {argv[0]} not found on PATH (is Slurm's client installed?)") from None
-        except subprocess.TimeoutExpired:
-            raise LicenseError(f"{shown}: timed out after {self.timeout:g}s") from None
+        done = self._spawn(argv, " ".join(argv[:6]), LicenseError)
         return done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
 
     def _text(self, argv: list[str]) -> str:

@@ -115,16 +115,29 @@ class SlurmWorld:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        # The jobs still running too: their steps outlive a slurmd killed under them (a drill that failed).
-        for pid in [*reversed(self.pids), *node_processes(None, self.conf)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in self.pids):
-            time.sleep(0.1)
+        kill_cluster(self.pids, self.conf, wait=10.0)
         shutil.rmtree(self.sockets, ignore_errors=True)
+
+
+def kill_cluster(pids: list[int], conf: Path, wait: float = 15.0) -> None:
+    """Kill a cluster's processes (``pids``, newest first) and its jobs still running (their steps outlive a
+    slurmd killed under them: a drill that failed), then wait, at most ``wait`` seconds, until they are gone."""
+    for pid in [*reversed(pids), *node_processes(None, conf)]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def kill_machines(state_dir: Path) -> None:

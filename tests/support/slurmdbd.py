@@ -13,14 +13,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from tests.support.daemons import free_port, wait_until
-from tests.support.slurm import node_processes
+from tests.support.slurm import kill_cluster
 
 NEEDED = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sbatch",
           "squeue", "scontrol")
@@ -192,22 +191,7 @@ class AccountedSlurm:
 
     def stop(self) -> None:
         """Every process this world started, by PID, and its jobs' steps still running, then its folders."""
-        for pid in [*reversed(self.pids), *node_processes(None, self.conf)]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(_alive(p) for p in self.pids):
-            time.sleep(0.1)
+        kill_cluster(self.pids, self.conf)
         shutil.rmtree(self.sockets, ignore_errors=True)
         shutil.rmtree(self.tmp / "db", ignore_errors=True)
         shutil.rmtree(self.tmp / "db-tmp", ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
